@@ -1,0 +1,1 @@
+"""The object model: quantities, metadata, every kind, validation and foreign converters."""

@@ -1,0 +1,160 @@
+"""Base models shared by every kind: ObjectMeta, Condition and the two model bases.
+
+Field names are snake_case in Python and camelCase on the wire (YAML, JSON, REST), as in
+Kubernetes. Serialise with :meth:`MusterModel.to_dict`, which uses the aliases and drops
+unset optional fields, so stored objects look like the manifests users wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "Condition",
+    "ForeignModel",
+    "MusterModel",
+    "Object",
+    "ObjectMeta",
+    "OwnerReference",
+    "now_iso",
+    "validate_dns_label",
+    "validate_dns_subdomain",
+]
+
+GROUP = "muster.dev"
+API_VERSION = f"{GROUP}/v1"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def now_iso() -> str:
+    """The current UTC time as RFC 3339 with a Z suffix (the only clock read in api/)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def validate_dns_label(value: str) -> str:
+    """Kubernetes DNS-1123 label: lower-case alphanumerics and '-', at most 63 characters."""
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            "must be a DNS-1123 label: lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 63 characters"
+        )
+    return value
+
+
+def validate_dns_subdomain(value: str) -> str:
+    """Kubernetes DNS-1123 subdomain: labels joined by '.', at most 253 characters."""
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit, at most 253 characters"
+        )
+    return value
+
+
+class MusterModel(BaseModel):
+    """Base of every user-facing Muster model: unknown fields are errors, camelCase on the wire."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_assignment=False,
+        use_enum_values=True,
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: camelCase keys, unset optional fields omitted."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ForeignModel(MusterModel):
+    """Base for models of foreign kinds (PyTorchJob, Kueue, PodSpec): unknown fields are kept.
+
+    Converters read ``model_extra`` to report each kept-but-ignored field as a warning.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+
+class OwnerReference(MusterModel):
+    api_version: str = Field(default=API_VERSION, description="API version of the owner.")
+    kind: str = Field(description="Kind of the owner, e.g. TrainingJob.")
+    name: str = Field(description="Name of the owner (same namespace).")
+    uid: str = Field(default="", description="UID of the owner; empty matches any owner of that name.")
+    controller: bool = Field(default=True, description="Whether the owner manages this object.")
+
+
+class ObjectMeta(MusterModel):
+    """Standard object metadata. Server-set fields are ignored on create and kept on update."""
+
+    name: Annotated[str, Field(description="Unique name within the namespace (DNS-1123 subdomain).")]
+    namespace: str | None = Field(
+        default=None, description="Namespace of a namespaced object; 'default' when omitted."
+    )
+    uid: str | None = Field(default=None, description="Server-assigned unique id.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels for selection.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Free-form annotations.")
+    resource_version: str | None = Field(
+        default=None, description="Opaque version for optimistic concurrency; from one global revision."
+    )
+    generation: int | None = Field(default=None, description="Incremented on every spec change.")
+    creation_timestamp: str | None = Field(default=None, description="When the object was created (UTC).")
+    deletion_timestamp: str | None = Field(default=None, description="When deletion was requested (UTC).")
+    owner_references: list[OwnerReference] = Field(
+        default_factory=list, description="Objects that own this one; deleted with their owner."
+    )
+    finalizers: list[str] = Field(default_factory=list, description="Deletion blockers.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_rule(cls, v: str) -> str:
+        return validate_dns_subdomain(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns_rule(cls, v: str | None) -> str | None:
+        return None if v is None else validate_dns_label(v)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        for key in ("labels", "annotations", "ownerReferences", "finalizers"):
+            if not out.get(key):
+                out.pop(key, None)
+        return out
+
+
+class Condition(MusterModel):
+    """A status condition, as in Kubernetes."""
+
+    type: str = Field(description="Condition type, e.g. Admitted, Running, Succeeded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(default="", description="Machine-readable CamelCase reason.")
+    message: str = Field(default="", description="Human-readable explanation.")
+    last_transition_time: str | None = Field(default=None, description="When the status last changed.")
+    observed_generation: int | None = Field(default=None, description="Spec generation this reflects.")
+
+
+class Object(MusterModel):
+    """Base of every top-level kind. Subclasses set ``KIND`` and narrow ``spec``/``status``."""
+
+    KIND: ClassVar[str] = ""
+    api_version: str = Field(default=API_VERSION, description=f"Always {API_VERSION}.")
+    kind: str = Field(description="The kind of object.")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str | None:
+        return self.metadata.namespace

@@ -1,0 +1,154 @@
+"""Validation errors that name the field path and the rule, and suggest the fix.
+
+Every layer that rejects user input raises :class:`InvalidObject`; the CLI prints each
+:class:`FieldError` as ``file[doc] path: rule, got value`` and exits with status 2, and the
+server answers 422 with the same list as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+__all__ = ["FieldError", "InvalidObject", "errors_from_pydantic", "format_path"]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One broken rule: where (dotted path), what rule, the offending value, and a hint."""
+
+    path: str
+    rule: str
+    got: Any = _MISSING
+    hint: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.rule}" if self.path else self.rule
+        if self.got is not _MISSING:
+            text += f", got {_short(self.got)}"
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "rule": self.rule}
+        if self.got is not _MISSING:
+            out["got"] = self.got if _jsonable(self.got) else repr(self.got)
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FieldError:
+        return cls(
+            path=data.get("path", ""),
+            rule=data.get("rule", ""),
+            got=data.get("got", _MISSING),
+            hint=data.get("hint", ""),
+        )
+
+
+@dataclass
+class InvalidObject(ValueError):
+    """An object (or document) that breaks one or more rules. Nothing was stored."""
+
+    errors: list[FieldError] = field(default_factory=list)
+    kind: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "; ".join(str(e) for e in self.errors) or "invalid object"
+
+    def with_prefix(self, prefix: str) -> InvalidObject:
+        """The same errors with ``prefix`` prepended to every path."""
+        return InvalidObject(
+            [FieldError(_join(prefix, e.path), e.rule, e.got, e.hint) for e in self.errors],
+            self.kind,
+            self.name,
+        )
+
+
+def format_path(loc: Sequence[str | int]) -> str:
+    """``("spec", "replicaSpecs", "Worker", "replicas")`` -> ``spec.replicaSpecs.Worker.replicas``;
+    list indices print as ``[0]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+def errors_from_pydantic(exc: ValidationError, prefix: str = "") -> list[FieldError]:
+    """Translate pydantic's errors into FieldErrors with Kubernetes-style paths and rules."""
+    out: list[FieldError] = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err.get("loc", ()) if not _is_union_tag(p)]
+        path = _join(prefix, format_path(loc))
+        etype = err.get("type", "")
+        got = err.get("input", _MISSING)
+        ctx = err.get("ctx") or {}
+        if etype == "extra_forbidden":
+            out.append(FieldError(path, "unknown field", hint=_unknown_hint(path)))
+        elif etype == "missing":
+            out.append(FieldError(path, "required field is missing"))
+        elif etype in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+            op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+            bound = next(iter(ctx.values()), "?")
+            out.append(FieldError(path, f"must be {op[etype]} {bound}", got))
+        elif etype == "value_error":
+            msg = str(ctx.get("error", err.get("msg", "")))
+            out.append(FieldError(path, msg, got))
+        elif etype in ("literal_error", "enum"):
+            expected = ctx.get("expected", "")
+            out.append(FieldError(path, f"must be one of {expected}", got))
+        else:
+            out.append(FieldError(path, _plain_msg(err.get("msg", etype)), got))
+    return out
+
+
+def _join(prefix: str, path: str) -> str:
+    if not prefix:
+        return path
+    if not path:
+        return prefix
+    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
+
+
+def _is_union_tag(part: str | int) -> bool:
+    # pydantic inserts the union member name (e.g. "int", "function-after[...]") into locs.
+    return isinstance(part, str) and ("[" in part or part in ("int", "str", "float", "bool"))
+
+
+def _plain_msg(msg: str) -> str:
+    msg = msg.removeprefix("Value error, ")
+    return msg[:1].lower() + msg[1:] if msg else msg
+
+
+def _unknown_hint(path: str) -> str:
+    return "remove it, or check its spelling and indentation" if path else ""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None), list, dict))
+
+
+def collect(errors: Iterable[FieldError], kind: str = "", name: str = "") -> None:
+    """Raise InvalidObject when ``errors`` is not empty."""
+    errs = list(errors)
+    if errs:
+        raise InvalidObject(errs, kind, name)

@@ -1,0 +1,220 @@
+"""Kubernetes resource quantities: parse, format, compare and add.
+
+A quantity is kept as an exact rational number (``fractions.Fraction``) plus the format
+family it was written in (binary SI ``Ki``, decimal SI ``k``/``m``, or decimal exponent
+``e3``), so ``str(parse(s))`` gives Kubernetes' canonical form and round-trips exactly.
+
+The scheduler's hot path does not use this class: it converts requests once to integers
+with :func:`to_milli` (cpu, GPUs) or :func:`to_int` (bytes, counts), rounding up as
+Kubernetes' ``MilliValue`` and ``Value`` do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+from fractions import Fraction
+from functools import total_ordering
+
+__all__ = [
+    "Format",
+    "Quantity",
+    "QuantityError",
+    "parse_quantity",
+    "to_int",
+    "to_milli",
+]
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity; the message says what is allowed."""
+
+
+class Format(StrEnum):
+    BINARY_SI = "BinarySI"
+    DECIMAL_SI = "DecimalSI"
+    DECIMAL_EXPONENT = "DecimalExponent"
+
+
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL.items()}
+_BINARY_BY_POW = {v: k for k, v in _BINARY.items()}
+
+# sign, digits with an optional fraction, then a suffix: binary SI, decimal SI or an exponent.
+_RE = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+)
+
+_HINT = "expected a Kubernetes quantity such as 500m, 2, 1.5, 16Gi, 512Mi, 1k or 1e3"
+
+
+@total_ordering
+class Quantity:
+    """An exact quantity with the format family it should be printed in."""
+
+    __slots__ = ("_value", "format")
+
+    def __init__(self, value: Fraction | int, fmt: Format = Format.DECIMAL_SI) -> None:
+        self._value = Fraction(value)
+        self.format = fmt
+
+    @classmethod
+    def parse(cls, text: str | int | float | Quantity) -> Quantity:
+        """Parse ``text`` (a string, an int or a float) into a quantity.
+
+        Raises :class:`QuantityError` naming the input and the accepted forms.
+        """
+        if isinstance(text, Quantity):
+            return text
+        if isinstance(text, bool):
+            raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
+        if isinstance(text, int):
+            return cls(text, Format.DECIMAL_SI)
+        if isinstance(text, float):
+            if not math.isfinite(text):
+                raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
+            return cls(Fraction(repr(text)), Format.DECIMAL_SI)
+        if not isinstance(text, str):
+            raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
+        s = text.strip()
+        m = _RE.match(s)
+        if not m:
+            raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
+        value = Fraction(m.group("num"))
+        if m.group("sign") == "-":
+            value = -value
+        if m.group("bin"):
+            return cls(value * 1024 ** _BINARY[m.group("bin")], Format.BINARY_SI)
+        if m.group("exp"):
+            return cls(value * Fraction(10) ** int(m.group("exp")[1:]), Format.DECIMAL_EXPONENT)
+        return cls(value * Fraction(10) ** _DECIMAL[m.group("dec") or ""], Format.DECIMAL_SI)
+
+    # -- numeric views ------------------------------------------------------------------
+
+    @property
+    def value(self) -> Fraction:
+        """The exact value in base units (cores, bytes, devices)."""
+        return self._value
+
+    def milli(self) -> int:
+        """The value in thousandths, rounded up (Kubernetes' ``MilliValue``)."""
+        return math.ceil(self._value * 1000)
+
+    def as_int(self) -> int:
+        """The value rounded up to an integer (Kubernetes' ``Value``)."""
+        return math.ceil(self._value)
+
+    def __float__(self) -> float:
+        return float(self._value)
+
+    def is_zero(self) -> bool:
+        return self._value == 0
+
+    # -- arithmetic and comparison ------------------------------------------------------
+
+    def __add__(self, other: object) -> Quantity:
+        o = _coerce(other)
+        if o is None:
+            return NotImplemented
+        return Quantity(self._value + o._value, self.format)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> Quantity:
+        o = _coerce(other)
+        if o is None:
+            return NotImplemented
+        return Quantity(self._value - o._value, self.format)
+
+    def __neg__(self) -> Quantity:
+        return Quantity(-self._value, self.format)
+
+    def __mul__(self, k: int | Fraction) -> Quantity:
+        return Quantity(self._value * k, self.format)
+
+    __rmul__ = __mul__
+
+    def __eq__(self, other: object) -> bool:
+        o = _coerce(other)
+        return o is not None and self._value == o._value
+
+    def __lt__(self, other: object) -> bool:
+        o = _coerce(other)
+        if o is None:
+            return NotImplemented
+        return self._value < o._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    # -- formatting ---------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return _format(self._value, self.format)
+
+    def __repr__(self) -> str:
+        return f"Quantity({str(self)!r})"
+
+
+def parse_quantity(text: str | int | float | Quantity) -> Quantity:
+    """Shorthand for :meth:`Quantity.parse`."""
+    return Quantity.parse(text)
+
+
+def to_milli(text: str | int | float | Quantity) -> int:
+    """Parse and return thousandths, rounded up (``500m`` -> 500, ``2`` -> 2000)."""
+    return Quantity.parse(text).milli()
+
+
+def to_int(text: str | int | float | Quantity) -> int:
+    """Parse and return the value rounded up to an integer (``16Gi`` -> 17179869184)."""
+    return Quantity.parse(text).as_int()
+
+
+def _coerce(other: object) -> Quantity | None:
+    if isinstance(other, Quantity):
+        return other
+    if isinstance(other, (int, float, str)) and not isinstance(other, bool):
+        try:
+            return Quantity.parse(other)
+        except QuantityError:
+            return None
+    return None
+
+
+def _format(value: Fraction, fmt: Format) -> str:
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    if fmt is Format.BINARY_SI and v.denominator == 1:
+        return sign + _format_binary(v.numerator)
+    if fmt is Format.DECIMAL_EXPONENT:
+        return sign + _format_decimal(v, exponent=True)
+    return sign + _format_decimal(v, exponent=False)
+
+
+def _format_binary(n: int) -> str:
+    # Below 1Ki Kubernetes prints binary quantities as plain decimal integers.
+    power = 0
+    while power < 6 and n % 1024 == 0 and n >= 1024:
+        n //= 1024
+        power += 1
+    if power == 0:
+        return _format_decimal(Fraction(n), exponent=False)
+    return f"{n}{_BINARY_BY_POW[power]}"
+
+
+def _format_decimal(v: Fraction, exponent: bool) -> str:
+    # Values finer than a nano unit are rounded up to one, as Kubernetes does.
+    nanos = math.ceil(v * 10**9)
+    exp = -9
+    while exp < 18 and nanos % 1000 == 0:
+        nanos //= 1000
+        exp += 3
+    if exponent:
+        return str(nanos) if exp == 0 else f"{nanos}e{exp}"
+    return f"{nanos}{_DECIMAL_BY_EXP[exp]}"

@@ -1,0 +1,86 @@
+"""Settings read from the environment (``MUSTER_*``) and the files under ``$MUSTER_HOME``.
+
+Paths are computed from ``home`` on access so a test that sets ``MUSTER_HOME`` (or passes
+``--home``) gets a fully separate world: database, credentials, logs, volumes, artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "read_server_file", "settings"]
+
+
+class Settings(BaseSettings):
+    """Client and server settings. Every field can be set as ``MUSTER_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="MUSTER_", extra="ignore")
+
+    home: Path = Field(
+        default_factory=lambda: Path(os.path.expanduser("~/.muster")),
+        description="Directory holding the database, credentials, logs, volumes and caches.",
+    )
+    server: str | None = Field(
+        default=None, description="URL of the Muster server, e.g. http://127.0.0.1:7070."
+    )
+    token: str | None = Field(default=None, description="Bearer token for the server.")
+    store: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the store; default sqlite:///$MUSTER_HOME/muster.db.",
+    )
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "muster.db"
+
+    @property
+    def store_url(self) -> str:
+        return self.store or f"sqlite:///{self.db_path}"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.home / "credentials"
+
+    @property
+    def server_file(self) -> Path:
+        """Written by ``muster up``: the URL it listens on, so the CLI finds it."""
+        return self.home / "server.json"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def volumes_dir(self) -> Path:
+        return self.home / "volumes"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.home / "checkpoints"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "artifacts"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
+
+def settings(**overrides: object) -> Settings:
+    """Fresh settings from the environment, with explicit overrides (CLI flags) on top."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**clean)  # type: ignore[arg-type]
+
+
+def read_server_file(s: Settings) -> dict[str, str] | None:
+    """The ``server.json`` a running ``muster up`` wrote, or None."""
+    try:
+        return json.loads(s.server_file.read_text())
+    except (OSError, ValueError):
+        return None

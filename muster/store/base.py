@@ -1,0 +1,169 @@
+"""The Store contract: versioned objects, one global revision, watch, events.
+
+Objects travel as plain JSON-able dicts in wire form (``apiVersion``, ``kind``,
+``metadata``, ``spec``, ``status``), already validated by :mod:`muster.api`; the store
+never interprets ``spec`` or ``status``. Every write bumps one global revision; the new
+revision becomes the object's ``metadata.resourceVersion`` (a decimal string) and is the
+position of the change in the watch log.
+
+Cluster-scoped kinds are stored with ``namespace=None`` (``metadata.namespace`` absent).
+Kinds are addressed by their Kind name (``"TrainingJob"``), never by plural.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "AlreadyExists",
+    "ApplyResult",
+    "Conflict",
+    "ListResult",
+    "NotFound",
+    "Store",
+    "StoreError",
+    "TooOld",
+    "WatchEvent",
+]
+
+Obj = dict[str, Any]
+
+
+class StoreError(Exception):
+    """Base of store errors; the message is fit to show to a user."""
+
+
+class NotFound(StoreError):
+    """The object does not exist (or no longer exists)."""
+
+
+class AlreadyExists(StoreError):
+    """``create`` of a name that is taken."""
+
+
+class Conflict(StoreError):
+    """A write carried a resourceVersion that is not the current one: re-read and retry."""
+
+
+class TooOld(StoreError):
+    """A watch asked to resume from a revision older than the retained change log.
+
+    The caller must re-list (which returns the current revision) and watch from there.
+    """
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change: ``type`` is ADDED, MODIFIED or DELETED; ``object`` is the object after the
+    change (for DELETED, its last state with the deletion's resourceVersion)."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    object: Obj
+    revision: int
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[Obj]
+    resource_version: str  # the store's revision when the list was read; watch from here
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    object: Obj
+    action: Literal["created", "configured", "unchanged"]
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """Equality-based and set-based label selection, as ``-l`` takes it:
+    ``a=b,c!=d,e in (x,y),f notin (z),g,!h``."""
+
+    equals: Mapping[str, str] = field(default_factory=dict)
+    not_equals: Mapping[str, str] = field(default_factory=dict)
+    in_: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    not_in: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    exists: frozenset[str] = frozenset()
+    not_exists: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return (
+            all(labels.get(k) == v for k, v in self.equals.items())
+            and all(labels.get(k) != v for k, v in self.not_equals.items())
+            and all(labels.get(k) in vs for k, vs in self.in_.items())
+            and all(labels.get(k) not in vs for k, vs in self.not_in.items())
+            and all(k in labels for k in self.exists)
+            and all(k not in labels for k in self.not_exists)
+        )
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence of Muster objects. Implementations are thread-safe.
+
+    Write semantics follow the Kubernetes API server:
+
+    * ``create`` assigns ``uid``, ``creationTimestamp``, ``generation=1`` and
+      ``resourceVersion``; it ignores any of those the caller sent.
+    * ``update`` replaces ``metadata`` (labels, annotations, ownerReferences, finalizers)
+      and ``spec`` but keeps ``status``; ``generation`` increments only when ``spec``
+      changed. ``update_status`` replaces only ``status`` and never bumps generation.
+      Both raise :class:`Conflict` when the caller's ``metadata.resourceVersion`` is set
+      and is not current; an absent resourceVersion means "last write wins".
+    * ``delete`` removes the object (no finalizer wait in the embedded store) and
+      returns its last state; a DELETED watch event is recorded.
+    * Every write is one transaction that also appends to the change log.
+    """
+
+    def create(self, obj: Obj) -> Obj: ...
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        """The object, or :class:`NotFound`."""
+        ...
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: LabelSelector | None = None,
+    ) -> ListResult:
+        """Objects of ``kind``, in one namespace or all (``namespace=None``), ordered by
+        (namespace, name)."""
+        ...
+
+    def update(self, obj: Obj) -> Obj: ...
+
+    def update_status(self, obj: Obj) -> Obj: ...
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, resource_version: str | None = None
+    ) -> Obj: ...
+
+    def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
+        """Create or update each object, all in one transaction: either every object is
+        stored or none is (a Conflict or any error rolls back everything).
+
+        An update that changes neither metadata labels/annotations nor spec is
+        ``unchanged`` and does not bump the revision."""
+        ...
+
+    def watch(
+        self,
+        kind: str | None = None,
+        namespace: str | None = None,
+        since: str | int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Changes after revision ``since`` in revision order, then live ones, until
+        ``timeout`` seconds pass without a change (``None``: forever) or the iterator is
+        closed. ``since=None`` starts at the current revision. A ``since`` older than the
+        retained log raises :class:`TooOld` on the first ``next()``."""
+        ...
+
+    def revision(self) -> int:
+        """The current global revision."""
+        ...
+
+    def close(self) -> None: ...
