@@ -266,13 +266,18 @@ class FairSharingStatus(MusterModel):
     weighted_share: int = Field(default=0, description="Dominant resource share above nominal, by weight.")
 
 
-class ClusterQueueStatus(MusterModel):
+class QueueStatus(MusterModel):
+    """What ClusterQueue and LocalQueue both report."""
+
     conditions: list[Condition] = Field(default_factory=list, description="Active, with a reason.")
-    flavors_reservation: list[FlavorUsage] = Field(default_factory=list, description="Quota reserved.")
-    flavors_usage: list[FlavorUsage] = Field(default_factory=list, description="Quota used by admitted.")
     pending_workloads: int = Field(default=0, description="Workloads waiting.")
     reserving_workloads: int = Field(default=0, description="Workloads holding quota.")
     admitted_workloads: int = Field(default=0, description="Workloads admitted and not finished.")
+    flavors_usage: list[FlavorUsage] = Field(default_factory=list, description="Quota used by admitted.")
+
+
+class ClusterQueueStatus(QueueStatus):
+    flavors_reservation: list[FlavorUsage] = Field(default_factory=list, description="Quota reserved.")
     fair_sharing: FairSharingStatus | None = Field(default=None, description="Fair-sharing state.")
 
 
@@ -324,21 +329,13 @@ class LocalQueueSpec(MusterModel):
     stop_policy: StopPolicy = Field(default="None", description=_STOP_POLICY_DOC)
 
 
-class LocalQueueStatus(MusterModel):
-    conditions: list[Condition] = Field(default_factory=list, description="Active, with a reason.")
-    pending_workloads: int = Field(default=0, description="Workloads waiting.")
-    reserving_workloads: int = Field(default=0, description="Workloads holding quota.")
-    admitted_workloads: int = Field(default=0, description="Workloads admitted and not finished.")
-    flavors_usage: list[FlavorUsage] = Field(default_factory=list, description="Quota used.")
-
-
 class LocalQueue(Object):
     """A namespace's entry point to a ClusterQueue; jobs name it in queueName."""
 
     KIND: ClassVar[str] = "LocalQueue"
     kind: Literal["LocalQueue"] = Field(default="LocalQueue", description="Always LocalQueue.")
     spec: LocalQueueSpec = Field(description="The backing ClusterQueue.")
-    status: LocalQueueStatus | None = Field(default=None, description="Counts and usage.")
+    status: QueueStatus | None = Field(default=None, description="Counts and usage.")
 
 
 def resource_group_rules(
