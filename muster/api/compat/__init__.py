@@ -63,9 +63,9 @@ def foreign_kinds() -> list[tuple[str, str]]:
 
 def _converters() -> dict[tuple[str, str], Converter]:
     # Imported late: the converter modules import the kind models, which import this package.
-    from muster.api.compat import core, kueue
+    from muster.api.compat import core, jobs, kueue
 
     table: dict[tuple[str, str], Converter] = {}
-    for module in (core, kueue):
+    for module in (core, jobs, kueue):
         table.update(module.CONVERTERS)
     return table
