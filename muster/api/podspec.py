@@ -383,9 +383,11 @@ class PodSpec(MusterModel):
 
     def _gpu_rules(self, path: str) -> list[FieldError]:
         # Each container's own amounts are checked where they are written; this is about the sum.
-        containers = [*self.containers, *self.init_containers]
-        if any(check_gpu_quantity(Quantity.parse(c.resources.requests.get(GPU, "0"))) for c in containers):
-            return []
+        for c in (*self.containers, *self.init_containers):
+            requests = c.resources.requests
+            both = GPU_MEMORY in requests and GPU in requests
+            if both or check_gpu_quantity(Quantity.parse(requests.get(GPU, 0))):
+                return []
         total = pod_requests(self)
         where = child_path(path, "containers")
         if GPU in total and GPU_MEMORY in total:

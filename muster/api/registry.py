@@ -242,7 +242,15 @@ def _default_namespace(data: dict[str, Any], info: KindInfo) -> None:
 def _foreign(errors: list[FieldError], conversion: Conversion) -> list[FieldError]:
     if not conversion.paths:
         return errors
-    return [FieldError(conversion.foreign_path(e.path), e.rule, e.got, e.hint) for e in errors]
+    return [
+        FieldError(
+            conversion.foreign_path(e.path),
+            conversion.foreign_text(e.rule),
+            e.got,
+            conversion.foreign_text(e.hint),
+        )
+        for e in errors
+    ]
 
 
 def _name_of(data: Mapping[str, Any]) -> str:

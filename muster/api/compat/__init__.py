@@ -11,6 +11,7 @@ silently.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,16 @@ class Conversion:
             if native == prefix or native.startswith((prefix + ".", prefix + "[")):
                 return foreign + native[len(prefix) :]
         return native
+
+    def foreign_text(self, text: str) -> str:
+        """``text`` (a rule or hint) with every native path in it written as the foreign one."""
+        if not self.paths:
+            return text
+        return _PATH_IN_TEXT.sub(lambda m: self.foreign_path(m.group(0)), text)
+
+
+# A dotted path as rules quote them, e.g. spec.replicaSpecs.Master.template.spec.volumes.
+_PATH_IN_TEXT = re.compile(r"\b(?:spec|metadata)(?:\.[A-Za-z][\w-]*|\[[^\]\s]+\])+")
 
 
 Converter = Callable[[Mapping[str, Any]], Conversion]
