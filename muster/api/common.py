@@ -114,8 +114,7 @@ def check_resource_name(name: str) -> str | None:
     why = qualified_name_problem(name)
     if why:
         return f"{name!r} is not a valid resource name: {why}"
-    slash = "/" in name
-    if not slash and name not in STANDARD_RESOURCES and not name.startswith("hugepages-"):
+    if "/" not in name and name not in STANDARD_RESOURCES and not name.startswith("hugepages-"):
         close = difflib.get_close_matches(name, _KNOWN_NAMES, n=1, cutoff=0.5)
         extra = f"; did you mean {close[0]}?" if close else ""
         if name == "gpu":
