@@ -1,0 +1,92 @@
+"""Where the local runtime keeps its state under ``$MUSTER_HOME``, and how it writes it.
+
+Standard library only: the shim imports this module and must start fast.
+
+Layout (see docs/runtime-local.md)::
+
+    run/local/lock                          held by the live runtime (one per MUSTER_HOME)
+    run/local/pods/<ns>/<pod>/<uid>/
+        pod.json                            the launch, written before anything starts
+        stop.json                           a stop request: reason, grace (runtime writes)
+        <container>.spec.json               argv, env, cwd, log, memory limit (runtime writes)
+        <container>.launch.json             shim pid + start time (runtime writes after spawn)
+        <container>.state.json              process pid, pgid, start time (shim writes)
+        <container>.status.json             exit code, signal, OOM, stop (shim writes, last)
+        <container>.shim.log                the shim's own diagnostics
+    logs/<ns>/<pod>/<container>.log         the container's stdout+stderr, this incarnation
+    logs/<ns>/<pod>/<container>.log.1       the previous incarnation's (``logs --previous``)
+
+Every JSON file is written whole to a temporary name and renamed into place, so a reader
+(or a runtime restarted after a crash) sees either nothing or a complete record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ContainerFiles", "read_json", "runtime_dir", "write_json"]
+
+
+def runtime_dir(home: Path) -> Path:
+    """The local runtime's private state directory under ``$MUSTER_HOME``."""
+    return home / "run" / "local"
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` atomically: a crash leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object at ``path``, or None when the file does not exist (yet)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+class ContainerFiles:
+    """The files of one container in its pod's state directory."""
+
+    __slots__ = ("container", "pod_dir")
+
+    def __init__(self, pod_dir: Path, container: str) -> None:
+        self.pod_dir = pod_dir
+        self.container = container
+
+    def _file(self, suffix: str) -> Path:
+        return self.pod_dir / f"{self.container}.{suffix}"
+
+    @property
+    def spec(self) -> Path:
+        return self._file("spec.json")
+
+    @property
+    def launch(self) -> Path:
+        return self._file("launch.json")
+
+    @property
+    def state(self) -> Path:
+        return self._file("state.json")
+
+    @property
+    def status(self) -> Path:
+        return self._file("status.json")
+
+    @property
+    def shim_log(self) -> Path:
+        return self._file("shim.log")
+
+    @property
+    def stop(self) -> Path:
+        """Pod-wide: one stop request covers every container."""
+        return self.pod_dir / "stop.json"
