@@ -339,10 +339,11 @@ class ContainerStatus:
 @dataclass(frozen=True)
 class PodStatusChange:
     """A pod's new phase as the runtime observed it. Wire: ``status {phase, reason, message,
-    startTime, containerStatuses}`` (plus ``exitCode`` of the pod: the first failing container's).
+    startTime, containerStatuses}``.
 
     ``reason`` is set exactly when the phase is final. Precedence when containers differ:
-    a stop reason (the caller's), then OOMKilled, NodeLost, Error, Completed.
+    a stop reason (the caller's), then OOMKilled, NodeLost, Error, Completed; ``message`` and
+    ``exit_code`` are those of the first container with that reason.
     """
 
     ref: PodRef

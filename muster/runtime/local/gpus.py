@@ -142,7 +142,7 @@ class NvmlGpus:
                 GpuDevice(
                     index=i,
                     uuid=self._uuids[i],
-                    model=self._call(lambda h=h: nv.nvmlDeviceGetName(h), "", problems),
+                    model=self._call(lambda h=h: _text(nv.nvmlDeviceGetName(h)), "", problems),
                     memory_bytes=self._call(
                         lambda h=h: int(nv.nvmlDeviceGetMemoryInfo(h).total), 0, problems
                     ),

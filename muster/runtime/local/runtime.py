@@ -346,7 +346,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             c.shim_ctime = psutil.Process(c.popen.pid).create_time()
         write_json(c.files.launch, {"shim_pid": c.shim_pid, "shim_create_time": c.shim_ctime})
         os.set_blocking(read_fd, False)
-        c.watch_fd = read_fd
+        c.watch_fd, c.watch_pipe = read_fd, True
         self._selector.register(read_fd, selectors.EVENT_READ, c)
 
     def _watch_pid(self, c: ContainerRecord, pid: int | None) -> None:
@@ -357,7 +357,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         except (AttributeError, OSError):
             c.watch_fired = True  # no pidfd: liveness is checked on every poll
             return
-        c.watch_fd, c.watch_fired = fd, False
+        c.watch_fd, c.watch_pipe, c.watch_fired = fd, False, False
         self._selector.register(fd, selectors.EVENT_READ, c)
 
     def _unwatch(self, c: ContainerRecord) -> None:
@@ -376,7 +376,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for key, _ in self._selector.select(timeout):
             c: ContainerRecord = key.data
             c.watch_fired = True
-            if c.popen is not None:
+            if c.watch_pipe:
                 try:
                     data = os.read(key.fd, 64)
                 except BlockingIOError:

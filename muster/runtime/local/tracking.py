@@ -105,6 +105,7 @@ class ContainerRecord:
     orphan: bool = False
     orphan_kill_at: float | None = None  # monotonic deadline of the SIGKILL after a stop
     watch_fd: int | None = None  # readable when something happened (notify pipe or pidfd)
+    watch_pipe: bool = False  # watch_fd is the shim's notify pipe (else a pidfd)
     watch_fired: bool = True  # liveness must be checked (the watch fd fired, or there is none)
     limit: int | None = None  # memory limit, for messages
 
@@ -184,6 +185,8 @@ def observe(c: ContainerRecord, pod: PodRecord) -> None:
             pod,
             f"its shim (pid {c.shim_pid}) died and the process is gone; the exit status is unknown{where}",
         )
+    elif pod.stop:  # the stop's SIGTERM reached the shim before it could handle signals
+        mark_lost(c, pod, "stopped before the process started")
     else:
         mark_lost(c, pod, f"its shim (pid {c.shim_pid}) exited before starting the process{where}")
 
@@ -201,7 +204,6 @@ def pod_status(pod: PodRecord) -> PodStatusChange:
         )
     reason = next(r for r in _REASON_ORDER if any(s.reason == r for s in statuses))
     culprit = next(s for s in statuses if s.reason == reason)
-    failing = [s.exit_code for s in statuses if s.exit_code]
     finished = [s.finished_at for s in statuses if s.finished_at]
     message = "" if reason is PodReason.COMPLETED else f"container {culprit.name!r}: {culprit.message}"
     return PodStatusChange(
@@ -209,7 +211,7 @@ def pod_status(pod: PodRecord) -> PodStatusChange:
         pod.phase,
         reason=reason,
         message=message,
-        exit_code=failing[0] if failing else (0 if reason is PodReason.COMPLETED else None),
+        exit_code=culprit.exit_code,
         containers=statuses,
         started_at=iso_from_epoch(min(started)) if started else None,
         finished_at=max(finished) if finished else None,

@@ -15,10 +15,38 @@ from muster.testing import wait_for
 
 PY = sys.executable
 
+# Exits 0 on SIGTERM (a checkpoint would be written here), after saying it is ready.
+TRAPS_TERM = """
+import signal, sys, time
+def on_term(signum, frame):
+    print("checkpointed", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+IGNORES_TERM = """
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
 
 def py(code: str) -> tuple[str, ...]:
     """A command running ``code`` with this interpreter."""
     return (PY, "-c", code)
+
+
+def gated(gate: Path, code: int = 0) -> tuple[str, ...]:
+    """A process that prints 'ready', waits for ``gate`` to exist, then exits with ``code``."""
+    return py(
+        f"import os, sys, time\nprint('ready', flush=True)\n"
+        f"while not os.path.exists({str(gate)!r}): time.sleep(0.02)\nsys.exit({code})"
+    )
 
 
 def launch(

@@ -28,7 +28,7 @@ from muster.runtime.base import (
 )
 from muster.runtime.local.runtime import HomeInUse, LocalRuntime
 from muster.testing import wait_for
-from tests.runtime.local.conftest import PY, Watcher, launch, py, run_pod, wait_log
+from tests.runtime.local.conftest import PY, gated, launch, py, run_pod
 
 
 class TestContract:
@@ -76,9 +76,7 @@ class TestExitStatus:
         gate = tmp_path / "gate"
         pod = launch(
             "gated",
-            Container(
-                "main", py(f"import os,time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)")
-            ),
+            Container("main", gated(gate)),
         )
         runtime.start(pod, DeviceBinding())
         running = watcher.wait_phase(pod.ref, PodPhase.RUNNING)
@@ -101,9 +99,7 @@ class TestExitStatus:
         pod = launch(
             "two",
             Container("fails", py("import sys; sys.exit(2)")),
-            Container(
-                "waits", py(f"import os,time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)")
-            ),
+            Container("waits", gated(gate)),
         )
         runtime.start(pod, DeviceBinding())
         wait_for(
@@ -241,9 +237,7 @@ class TestLaunchErrors:
 
     def test_same_uid_twice_and_same_name_while_running_are_refused(self, runtime, watcher, tmp_path):
         gate = tmp_path / "gate"
-        c = Container(
-            "main", py(f"import os,time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)")
-        )
+        c = Container("main", gated(gate))
         first = launch("dup", c, uid="u1")
         runtime.start(first, DeviceBinding())
         with pytest.raises(PodExists, match="already started"):
@@ -290,9 +284,7 @@ class TestRelease:
         gate = tmp_path / "gate"
         pod = launch(
             "busy",
-            Container(
-                "main", py(f"import os,time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)")
-            ),
+            Container("main", gated(gate)),
         )
         runtime.start(pod, DeviceBinding())
         with pytest.raises(PodStillRunning, match="stop it"):
