@@ -36,17 +36,22 @@ def runtime_dir(home: Path) -> Path:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` atomically: a crash leaves the old file or the new one, never half of one."""
+    """Write ``data`` atomically: a crash leaves the old file or the new one, never half of one.
+
+    No fsync: the failures these records must survive are process deaths (the server's or a
+    shim's), after which the page cache still holds every completed write. A power loss takes
+    the processes with it, so there is nothing left to re-adopt (the pods become NodeLost).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, separators=(",", ":"))
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object at ``path``, or None when the file does not exist (yet)."""
+    if not os.path.exists(path):  # the common case on every poll: cheaper than a failed open
+        return None
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -55,38 +60,17 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 class ContainerFiles:
-    """The files of one container in its pod's state directory."""
+    """The files of one container in its pod's state directory (paths computed once: the
+    runtime looks at them on every poll)."""
 
-    __slots__ = ("container", "pod_dir")
+    __slots__ = ("container", "launch", "pod_dir", "shim_log", "spec", "state", "status", "stop")
 
     def __init__(self, pod_dir: Path, container: str) -> None:
         self.pod_dir = pod_dir
         self.container = container
-
-    def _file(self, suffix: str) -> Path:
-        return self.pod_dir / f"{self.container}.{suffix}"
-
-    @property
-    def spec(self) -> Path:
-        return self._file("spec.json")
-
-    @property
-    def launch(self) -> Path:
-        return self._file("launch.json")
-
-    @property
-    def state(self) -> Path:
-        return self._file("state.json")
-
-    @property
-    def status(self) -> Path:
-        return self._file("status.json")
-
-    @property
-    def shim_log(self) -> Path:
-        return self._file("shim.log")
-
-    @property
-    def stop(self) -> Path:
-        """Pod-wide: one stop request covers every container."""
-        return self.pod_dir / "stop.json"
+        self.spec = pod_dir / f"{container}.spec.json"
+        self.launch = pod_dir / f"{container}.launch.json"
+        self.state = pod_dir / f"{container}.state.json"
+        self.status = pod_dir / f"{container}.status.json"
+        self.shim_log = pod_dir / f"{container}.shim.log"
+        self.stop = pod_dir / "stop.json"  # pod-wide: one stop request covers every container

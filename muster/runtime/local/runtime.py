@@ -29,6 +29,7 @@ from muster.config import settings
 from muster.runtime.base import (
     DeviceBinding,
     GpuSample,
+    LaunchError,
     NodeInfo,
     PodExists,
     PodLaunch,
@@ -155,10 +156,17 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         if pod_dir.exists():
             raise PodExists(f"pod {ref} (uid {ref.uid}) has records at {pod_dir} already")
         warnings = list(plan.warnings)
-        plan.volumes.create()
-        for c in plan.containers:
-            c.cwd.mkdir(parents=True, exist_ok=True)
-            warnings.extend(make_links(c.mounts))
+        try:
+            plan.volumes.create()
+            for c in plan.containers:
+                c.cwd.mkdir(parents=True, exist_ok=True)
+                warnings.extend(make_links(c.mounts))
+        except OSError as exc:
+            remove_pod_volumes(self.home, ref.uid)
+            where = f": {exc.filename}" if exc.filename else ""
+            raise LaunchError(
+                "spec", f"cannot create the pod's directories ({exc.strerror or exc}{where})"
+            ) from None
         pod_dir.mkdir(parents=True)
         # The launch is on disk before any process exists: a crash from here on is re-adoptable.
         write_json(
@@ -215,9 +223,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             if c.state is CState.TERMINATED:
                 continue
             if c.orphan:
-                _killpg(c.pid, signal.SIGTERM)
-                deadline = time.monotonic() + grace
-                c.orphan_kill_at = min(c.orphan_kill_at or deadline, deadline)
+                _stop_orphan(c, grace)
             elif c.popen is not None and c.popen.poll() is None:
                 c.popen.send_signal(signal.SIGTERM)
             elif process_alive(c.shim_pid, c.shim_ctime):
@@ -235,9 +241,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
     def pods(self) -> list[PodStatusChange]:
         self._check_open()
         for record in self._pods.values():
-            for c in record.containers:
-                observe(c, record)
-            update_phase(record)  # what changed is still reported by the next poll
+            self._refresh(record)  # what changed is still reported by the next poll
         return [pod_status(r) for r in self._pods.values()]
 
     def release(self, pod: PodRef) -> None:
@@ -279,6 +283,8 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             for c in record.containers:
                 if c.orphan:
                     self._watch_pid(c, c.pid)
+                    if record.stop is not None:  # a stop its dead shim can no longer finish
+                        _stop_orphan(c, _grace_left(record.stop))
                 elif not c.watch_fired:  # adoption verified the shim alive
                     self._watch_pid(c, c.shim_pid)
         return [r.ref for r in adopted]
@@ -401,24 +407,31 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
 
     def _sweep(self) -> list[PodStatusChange]:
         changes = []
-        now = time.monotonic()
         for record in self._pods.values():
-            for c in record.containers:
-                if c.orphan_kill_at is not None and now >= c.orphan_kill_at:
-                    c.orphan_kill_at = None
-                    _killpg(c.pid, signal.SIGKILL)
-                was_orphan = c.orphan
-                observe(c, record)
-                if c.orphan and not was_orphan:
-                    self._unwatch(c)
-                    self._watch_pid(c, c.pid)
-                if c.state is CState.TERMINATED:
-                    self._unwatch(c)
-            update_phase(record)
+            self._refresh(record)
             change = take_change(record)
             if change is not None:
                 changes.append(change)
         return changes
+
+    def _refresh(self, record: PodRecord) -> None:
+        """Learn what happened to the pod's containers and move its phase accordingly."""
+        for c in record.containers:
+            if c.orphan_kill_at is not None and time.monotonic() >= c.orphan_kill_at:
+                c.orphan_kill_at = None
+                _killpg(c.pid, signal.SIGKILL)
+            was_orphan = c.orphan
+            observe(c, record)
+            if c.orphan and not was_orphan:
+                # The shim died under a live process: watch the process itself from now on,
+                # and carry out a stop the shim can no longer finish.
+                self._unwatch(c)
+                self._watch_pid(c, c.pid)
+                if record.stop is not None:
+                    _stop_orphan(c, _grace_left(record.stop))
+            if c.state is CState.TERMINATED:
+                self._unwatch(c)
+        update_phase(record)
 
     def _memory_spec(self, limit: int | None) -> dict[str, object] | None:
         if limit is None:
@@ -466,6 +479,18 @@ def _writer_alive(files: ContainerFiles) -> bool:
         )
     launch = read_json(files.launch)
     return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
+
+
+def _stop_orphan(c: ContainerRecord, grace: float) -> None:
+    """SIGTERM an orphan's group now; the SIGKILL follows from poll() once the grace is over."""
+    _killpg(c.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    c.orphan_kill_at = min(c.orphan_kill_at or deadline, deadline)
+
+
+def _grace_left(stop: dict[str, float]) -> float:
+    """What remains of a recorded stop's grace period (wall clock: it may span a restart)."""
+    return max(0.0, float(stop["requested_at"]) + float(stop["grace_seconds"]) - time.time())
 
 
 def _killpg(pgid: int | None, sig: int) -> None:

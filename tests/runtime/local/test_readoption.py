@@ -36,10 +36,11 @@ def new_runtime(muster_home):
             shutdown(rt)
 
 
-def _start_running(rt: LocalRuntime, pod) -> object:
-    """Start ``pod``, wait until it runs, return its container's record."""
+def _start_running(rt: LocalRuntime, pod, watcher: Watcher | None = None) -> object:
+    """Start ``pod``, wait until its process says 'ready' and runs; return its container's record."""
     rt.start(pod, DeviceBinding())
-    Watcher(rt).wait_phase(pod.ref, PodPhase.RUNNING)
+    wait_log(rt, pod.ref, "ready")
+    (watcher or Watcher(rt)).wait_phase(pod.ref, PodPhase.RUNNING)
     return rt._pods[pod.ref.uid].containers[0]
 
 
@@ -189,10 +190,8 @@ class TestLostShims:
     def test_stopping_an_orphan_signals_its_group_directly(self, new_runtime):
         rt = new_runtime()
         pod = launch("orphan-stop", Container("main", py(IGNORES_TERM)))
-        rt.start(pod, DeviceBinding())
-        wait_log(rt, pod.ref, "ready")
         w = Watcher(rt)
-        c = rt._pods[pod.ref.uid].containers[0]
+        c = _start_running(rt, pod, w)
         os.kill(c.shim_pid, signal.SIGKILL)
         wait_for(lambda: (w.pump(0.1), c.orphan)[1], 30, what="orphan noticed")
         pid = c.pid
@@ -200,6 +199,17 @@ class TestLostShims:
         final = w.wait_final(pod.ref)
         assert final.reason == PodReason.PREEMPTED  # the caller's reason, even without an exit code
         wait_for(lambda: not process_alive(pid, c.ctime), 10, what="the orphan to be killed")
+
+    def test_a_stop_whose_shim_dies_during_the_grace_is_finished_by_the_runtime(self, new_runtime):
+        rt = new_runtime()
+        pod = launch("orphaned-mid-stop", Container("main", py(IGNORES_TERM)))
+        w = Watcher(rt)
+        c = _start_running(rt, pod, w)
+        rt.stop(pod.ref, 2, StopReason.PREEMPTED)
+        os.kill(c.shim_pid, signal.SIGKILL)  # the shim cannot SIGKILL after the grace any more
+        final = w.wait_final(pod.ref)
+        assert final.reason == PodReason.PREEMPTED
+        assert not process_alive(c.pid, c.ctime)
 
     def test_shim_and_process_both_gone_without_a_status_is_node_lost(self, new_runtime, tmp_path):
         a = new_runtime()

@@ -235,6 +235,13 @@ class TestLaunchErrors:
         assert not (muster_home / "run" / "local" / "pods" / "default").exists()
         assert runtime.pods() == []
 
+    def test_a_working_dir_that_cannot_be_made_is_a_launch_error(self, runtime, tmp_path, muster_home):
+        (tmp_path / "a-file").write_text("")
+        pod = launch("nowd", Container("main", ("true",), working_dir=str(tmp_path / "a-file" / "sub")))
+        with pytest.raises(LaunchError, match="cannot create the pod's directories"):
+            runtime.start(pod, DeviceBinding())
+        assert runtime.pods() == [] and not (muster_home / "run" / "local" / "pods" / "default").exists()
+
     def test_same_uid_twice_and_same_name_while_running_are_refused(self, runtime, watcher, tmp_path):
         gate = tmp_path / "gate"
         c = Container("main", gated(gate))
