@@ -407,8 +407,9 @@ class Runtime(Protocol):
         ...
 
     def poll(self, timeout: float = 0.0) -> list[PodStatusChange]:
-        """Phase changes since the last call, oldest first; waits up to ``timeout`` seconds for
-        one when there is none (without spinning), then returns what it has, maybe nothing.
+        """Phase changes since the last call, at most one per pod; waits up to ``timeout``
+        seconds for one when there is none (without spinning), then returns what it has,
+        maybe nothing. A pod that started and ended between two calls is reported once, final.
 
         Each change is reported once per runtime object. A runtime re-created on the same
         state (after a crash) reports the current status of every pod it adopts once, so

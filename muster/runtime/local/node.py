@@ -69,7 +69,7 @@ def local_node(
 ) -> NodeInfo:
     """Describe this machine now (CPU count, total memory, GPU devices and their health)."""
     devices = apply_health(gpus.devices(), health or {})
-    cpus = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    cpus = _usable_cpus()
     capacity: dict[str, Quantity] = {
         "cpu": Quantity(cpus),
         "memory": Quantity(psutil.virtual_memory().total, Format.BINARY_SI),
@@ -98,6 +98,14 @@ def local_node(
         runtime="local",
         warnings=tuple(gpus.warnings),
     )
+
+
+def _usable_cpus() -> int:
+    # The CPUs this process may run on (a container or taskset may allow fewer than exist).
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return psutil.cpu_count(logical=True) or os.cpu_count() or 1
 
 
 def _labels(name: str, devices: list[GpuDevice], kind: str) -> dict[str, str]:

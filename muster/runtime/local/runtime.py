@@ -74,6 +74,12 @@ MemoryMode = Literal["auto", "cgroup", "rss"]
 _UNWATCHED_POLL = 0.5
 
 
+# Shims this process started that outlived the record holding them (a closed runtime, a
+# released pod whose shim is still exiting). They are kept here, and reaped by the next poll
+# of any runtime, rather than garbage-collected while running: no zombies, no warnings.
+_DETACHED: list[subprocess.Popen[bytes]] = []
+
+
 class HomeInUse(PodRuntimeError):
     """Another live runtime holds this MUSTER_HOME; two would fight over the same processes."""
 
@@ -197,7 +203,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
                     log=log,
                     grace=pod.termination_grace_seconds,
                     memory=self._memory_spec(c.memory_limit),
-                    cgroup_name=f"{ref.namespace}.{ref.name}.{ref.uid}.{c.name}",
+                    cgroup_name=f"{ref.uid}.{c.name}",  # unique, and short enough for a file name
                 ),
             )
             record.containers.append(ContainerRecord(c.name, files, time.time(), limit=c.memory_limit))
@@ -231,6 +237,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
 
     def poll(self, timeout: float = 0.0) -> list[PodStatusChange]:
         self._check_open()
+        _DETACHED[:] = [p for p in _DETACHED if p.poll() is None]
         self._drain(0)
         changes = self._sweep()
         if changes or timeout <= 0:
@@ -253,6 +260,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             raise PodStillRunning(f"pod {pod} is {record.phase}; stop it and wait for its final status first")
         for c in record.containers:
             self._unwatch(c)
+            _detach(c)
             if c.cgroup:  # left behind only when the shim died before cleaning up
                 kill_cgroup(Path(c.cgroup), c.cgroup_version)
         remove_pod_volumes(self.home, pod.uid)
@@ -269,6 +277,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for record in self._pods.values():
             for c in record.containers:
                 self._unwatch(c)
+                _detach(c)
         self._selector.close()
         self.gpus.close()
         os.close(self._lock_fd)
@@ -479,6 +488,12 @@ def _writer_alive(files: ContainerFiles) -> bool:
         )
     launch = read_json(files.launch)
     return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
+
+
+def _detach(c: ContainerRecord) -> None:
+    if c.popen is not None and c.popen.poll() is None:
+        _DETACHED.append(c.popen)
+    c.popen = None
 
 
 def _stop_orphan(c: ContainerRecord, grace: float) -> None:

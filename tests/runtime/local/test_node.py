@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import psutil
 
 from muster.api.quantity import parse_quantity
@@ -13,7 +15,7 @@ from muster.runtime.local.node import local_node, node_name
 def test_capacity_counts_this_machine():
     node = local_node(FakeGpus(parse_fake_gpus("2:A100:80Gi")), name="n1")
     assert node.name == "n1" and node.runtime == "local"
-    assert parse_quantity(node.capacity["cpu"]).as_int() == psutil.cpu_count()
+    assert parse_quantity(node.capacity["cpu"]).as_int() == len(os.sched_getaffinity(0))
     assert parse_quantity(node.capacity["memory"]).as_int() == psutil.virtual_memory().total
     assert node.capacity["nvidia.com/gpu"] == "2"
     assert node.labels["nvidia.com/gpu.product"] == "A100" and node.labels["nvidia.com/gpu.memory"] == "81920"

@@ -143,13 +143,12 @@ class TestServerKilled:
             time.sleep(600)
             """
         )
-        server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            assert server.stdout.readline().strip() == "started"
-        finally:
-            server.kill()  # SIGKILL: no cleanup of any kind
-            server.wait()
+        with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as server:
+            try:
+                assert server.stdout is not None
+                assert server.stdout.readline().strip() == "started"
+            finally:
+                server.kill()  # SIGKILL: no cleanup of any kind
 
         b = new_runtime()  # the lock died with the server
         w = Watcher(b)

@@ -85,6 +85,22 @@ class TestExitStatus:
         watcher.wait_final(pod.ref)
         assert [c.phase for c in watcher.of(pod.ref)] == [PodPhase.RUNNING, PodPhase.SUCCEEDED]
 
+    def test_poll_waits_for_a_change_and_wakes_when_one_comes(self, runtime, watcher, tmp_path):
+        import time
+
+        gate = tmp_path / "gate"
+        pod = launch("wake", Container("main", gated(gate)))
+        runtime.start(pod, DeviceBinding())
+        watcher.wait_phase(pod.ref, PodPhase.RUNNING)
+        t0 = time.monotonic()
+        assert runtime.poll(0.3) == []  # nothing happens: it waited, then returned nothing
+        assert time.monotonic() - t0 >= 0.25
+        gate.touch()
+        t0 = time.monotonic()
+        changes = runtime.poll(60)
+        assert [c.phase for c in changes] == [PodPhase.SUCCEEDED]
+        assert time.monotonic() - t0 < 30  # woken by the shim's exit, not by the timeout
+
     def test_each_change_is_reported_once(self, runtime, watcher):
         pod = launch("once", Container("main", py("pass")))
         runtime.start(pod, DeviceBinding())
