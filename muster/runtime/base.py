@@ -1,0 +1,492 @@
+"""The runtime contract: what the controllers ask of "where pods run", and what comes back.
+
+A runtime turns bound pods into running things and reports what becomes of them. The
+contract is :class:`Runtime` (a Protocol every runtime satisfies) plus capability mixins
+(:class:`SupportsLogs`, :class:`SupportsReadoption`, :class:`SupportsGpuMetrics`,
+:class:`SupportsFaultInjection`) that a runtime inherits when it can do more; callers test
+``isinstance(runtime, SupportsLogs)`` instead of reading boolean flags.
+
+Everything that crosses the contract is a plain dataclass, independent of pydantic: the
+controllers translate Pod and Node wire dicts (``apiVersion/kind/metadata/spec/status``,
+camelCase keys, see CONTRIBUTING "Wire form") to and from these. Each class's docstring
+gives its wire mapping.
+
+Timestamps are RFC 3339 UTC strings with a ``Z`` suffix, as on the wire.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "GPU_COUNT_LABEL",
+    "GPU_MEMORY_LABEL",
+    "GPU_PRODUCT_LABEL",
+    "GPU_RESOURCE",
+    "STOP_REASONS",
+    "Container",
+    "ContainerStatus",
+    "DeviceBinding",
+    "GpuDevice",
+    "GpuSample",
+    "LaunchError",
+    "MigDevice",
+    "NodeCondition",
+    "NodeInfo",
+    "PodExists",
+    "PodLaunch",
+    "PodNotFound",
+    "PodPhase",
+    "PodReason",
+    "PodRef",
+    "PodRuntimeError",
+    "PodStatusChange",
+    "PodStillRunning",
+    "Runtime",
+    "StopReason",
+    "SupportsFaultInjection",
+    "SupportsGpuMetrics",
+    "SupportsLogs",
+    "SupportsReadoption",
+    "Volume",
+    "VolumeMount",
+    "iso_from_epoch",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# Label names follow NVIDIA GPU feature discovery so node selectors written for Kubernetes work.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+
+
+def iso_from_epoch(ts: float) -> str:
+    """An epoch timestamp as RFC 3339 UTC with a Z suffix (the wire form of times)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class PodRuntimeError(Exception):
+    """Base of runtime errors; the message is fit to show to a user."""
+
+
+class LaunchError(PodRuntimeError):
+    """A pod cannot be started as given. Nothing was started and nothing was left behind.
+
+    ``path`` names the offending field of the Pod wire form (``spec.containers[0].command``),
+    ``rule`` what it must satisfy, ``hint`` how to fix it.
+    """
+
+    def __init__(self, path: str, rule: str, hint: str = "") -> None:
+        self.path, self.rule, self.hint = path, rule, hint
+        super().__init__(f"{path}: {rule}" + (f" ({hint})" if hint else ""))
+
+
+class PodExists(PodRuntimeError):
+    """``start`` was called for a pod this runtime already runs (same uid, or same name still active)."""
+
+
+class PodNotFound(PodRuntimeError):
+    """The runtime has no record of the pod (never started here, or already released)."""
+
+
+class PodStillRunning(PodRuntimeError):
+    """``release`` was called for a pod that has not reached a final phase; stop it first."""
+
+
+# -- nodes -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG slice of a GPU. Wire: ``status.gpus[i].migDevices[j] {profile, uuid}``."""
+
+    index: int
+    uuid: str
+    profile: str  # e.g. "1g.10gb", the name the resource nvidia.com/mig-1g.10gb carries
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU of a node.
+
+    Wire: ``status.gpus[i] {index, uuid, model, memory, migMode, migDevices, nvlinkPeers,
+    domain, health, healthReason}`` where ``memory`` is the quantity ``str(memory_bytes)``
+    in binary SI (``80Gi``).
+    """
+
+    index: int
+    uuid: str
+    model: str
+    memory_bytes: int
+    mig_mode: bool = False
+    mig_devices: tuple[MigDevice, ...] = ()
+    # Indices of the GPUs of this node reachable over NVLink (directly or through NVSwitch).
+    nvlink_peers: tuple[int, ...] = ()
+    # GPUs sharing a domain are close (one NVLink island); placement prefers one domain per gang.
+    domain: str = ""
+    health: Literal["Healthy", "Unhealthy"] = "Healthy"
+    health_reason: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """A reading of one GPU for metrics. ``None`` where the device cannot report the value."""
+
+    index: int
+    uuid: str
+    utilization_pct: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int
+    temperature_c: float | None
+    power_w: float | None
+
+
+@dataclass(frozen=True)
+class NodeCondition:
+    """Wire: ``status.conditions[] {type, status, reason, message}`` (Ready, GPUHealthy)."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A machine as a runtime sees it; the Node controller writes it to the store.
+
+    Wire: ``metadata.name`` = ``name``, ``metadata.labels`` = ``labels``;
+    ``status.capacity`` / ``status.allocatable`` = the two resource maps (quantity strings:
+    ``{"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}``), ``status.gpus`` = ``gpus``,
+    ``status.conditions`` = ``conditions``, ``status.runtime`` = ``runtime``. ``warnings``
+    are for the operator (``muster up`` prints them, the controller records them as events),
+    e.g. that no NVIDIA driver was found.
+    """
+
+    name: str
+    capacity: Mapping[str, str]
+    allocatable: Mapping[str, str]
+    labels: Mapping[str, str]
+    gpus: tuple[GpuDevice, ...] = ()
+    conditions: tuple[NodeCondition, ...] = ()
+    runtime: str = "local"
+    warnings: tuple[str, ...] = ()
+
+
+# -- pods ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """Identifies one pod incarnation: a pod recreated under the same name has a new uid.
+
+    Wire: ``metadata.namespace``, ``metadata.name``, ``metadata.uid``.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """Wire: ``spec.containers[i].volumeMounts[j] {name, mountPath, subPath, readOnly}``."""
+
+    name: str
+    mount_path: str
+    sub_path: str = ""
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A pod volume. Wire: ``spec.volumes[j]`` with exactly one source:
+
+    * ``{name, persistentVolumeClaim: {claimName}}`` -> ``type="persistentVolumeClaim"``,
+      ``claim_name``;
+    * ``{name, emptyDir: {medium, sizeLimit}}`` -> ``type="emptyDir"``, ``medium``
+      (``""`` or ``"Memory"``), ``size_limit`` (quantity string or ``""``);
+    * ``{name, hostPath: {path, type}}`` -> ``type="hostPath"``, ``path``, ``host_path_type``.
+
+    Any other source is passed with its wire key as ``type`` so the runtime can reject it by name.
+    """
+
+    name: str
+    type: str
+    claim_name: str = ""
+    medium: str = ""
+    size_limit: str = ""
+    path: str = ""
+    host_path_type: str = ""
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container of a pod. Wire: ``spec.containers[i]``.
+
+    ``command``/``args`` as in Kubernetes (the process runs ``command + args``, ``$(VAR)``
+    references to the container's env are expanded); ``env`` is ``env[] {name, value}``
+    with ``valueFrom`` already resolved by the controller, in order; ``working_dir`` is
+    ``workingDir``; ``limits``/``requests`` are ``resources.limits``/``resources.requests``
+    (quantity strings); ``image`` is recorded only (the local runtime runs processes).
+    """
+
+    name: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str = ""
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    limits: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str] = field(default_factory=dict)
+    image: str = ""
+
+
+@dataclass(frozen=True)
+class PodLaunch:
+    """Everything a runtime needs to start a pod. Wire: a Pod with ``spec.nodeName`` set.
+
+    ``termination_grace_seconds`` is ``spec.terminationGracePeriodSeconds`` (default 30):
+    the grace a stop uses when the caller gives none.
+    """
+
+    ref: PodRef
+    containers: tuple[Container, ...]
+    volumes: tuple[Volume, ...] = ()
+    termination_grace_seconds: float = 30.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeviceBinding:
+    """The devices the scheduler bound a pod to on its node.
+
+    Wire: the pod's placement (``Workload.status.admission`` per-pod devices). ``gpus`` are
+    GPU indices of the node (``GpuDevice.index``); ``gpu_milli`` is the share of one GPU
+    (1000 = whole GPUs; a shared pod has one index and ``gpu_milli < 1000``). Shares are
+    not isolated (time-slicing semantics): the runtime exposes the GPU and records the share.
+    """
+
+    gpus: tuple[int, ...] = ()
+    gpu_milli: int = 1000
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class StopReason(StrEnum):
+    """Why the caller stops a pod; the final status carries it when the stop ended the pod."""
+
+    PREEMPTED = "Preempted"  # the scheduler chose the pod as a victim; the job is requeued
+    STOPPED = "Stopped"  # deleted, suspended, or its gang is restarted
+    DEADLINE_EXCEEDED = "DeadlineExceeded"  # activeDeadlineSeconds ran out
+    EVICTED = "Evicted"  # the node is drained or short of a resource
+    GPU_UNHEALTHY = "GPUUnhealthy"  # a bound GPU went unhealthy
+
+
+class PodReason(StrEnum):
+    """The classified reason of a final pod phase (stable API: controllers branch on it)."""
+
+    COMPLETED = "Completed"  # every container exited 0 on its own
+    ERROR = "Error"  # a container exited non-zero on its own, or could not be executed
+    OOM_KILLED = "OOMKilled"  # a container exceeded its memory limit (exit code 137)
+    NODE_LOST = "NodeLost"  # the process's fate is unknown (its shim died without a record)
+    PREEMPTED = StopReason.PREEMPTED.value
+    STOPPED = StopReason.STOPPED.value
+    DEADLINE_EXCEEDED = StopReason.DEADLINE_EXCEEDED.value
+    EVICTED = StopReason.EVICTED.value
+    GPU_UNHEALTHY = StopReason.GPU_UNHEALTHY.value
+
+
+STOP_REASONS = frozenset(PodReason(r.value) for r in StopReason)
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """Wire: ``status.containerStatuses[i]`` with ``state`` ``waiting``/``running``/``terminated``
+    and, when terminated, ``exitCode``, ``signal``, ``reason``, ``message``, ``startedAt``,
+    ``finishedAt``. ``exit_code`` is the shell convention: 128 + N when killed by signal N;
+    ``None`` when the process never ran or its exit was not observed.
+    """
+
+    name: str
+    state: Literal["waiting", "running", "terminated"]
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: PodReason | None = None
+    message: str = ""
+    started_at: str | None = None
+    finished_at: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class PodStatusChange:
+    """A pod's new phase as the runtime observed it. Wire: ``status {phase, reason, message,
+    startTime, containerStatuses}``.
+
+    ``reason`` is set exactly when the phase is final. Precedence when containers differ:
+    a stop reason (the caller's), then OOMKilled, NodeLost, Error, Completed; ``message`` and
+    ``exit_code`` are those of the first container with that reason.
+    """
+
+    ref: PodRef
+    phase: PodPhase
+    reason: PodReason | None = None
+    message: str = ""
+    exit_code: int | None = None
+    containers: tuple[ContainerStatus, ...] = ()
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+# -- the contract ------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """Where pods run. Every method is safe to call from the one controller thread that owns the
+    runtime; none blocks longer than its ``timeout`` (``poll``) or a few file writes.
+    """
+
+    name: str
+
+    def nodes(self) -> list[NodeInfo]:
+        """Discover (first call) or refresh (later calls) the nodes this runtime offers.
+
+        Devices that cannot be queried are reported with ``health="Unhealthy"`` and a reason
+        rather than dropped, so a placement bound to them is not silently lost. A missing GPU
+        driver is not an error: the node has no GPUs and ``warnings`` says why.
+        """
+        ...
+
+    def start(self, pod: PodLaunch, devices: DeviceBinding) -> list[str]:
+        """Start every container of ``pod`` on the bound ``devices``; return warnings.
+
+        Returns once the launch is recorded and the processes are being started; the pod is
+        Pending until ``poll`` reports it Running. Warnings name what was accepted but is not
+        honoured here (an image, a read-only mount, a CPU limit): the caller records them as
+        events. Raises :class:`LaunchError` (field path, rule, hint) for a launch that cannot
+        work, :class:`PodExists` for a pod already running; in both cases nothing runs and
+        nothing is left behind. A command that turns out not to be executable is not an
+        error here: the pod fails with reason Error, exit code 127/126 and a message.
+        """
+        ...
+
+    def stop(self, pod: PodRef, grace_seconds: float | None, reason: StopReason) -> None:
+        """Ask ``pod`` to end: SIGTERM now, SIGKILL after ``grace_seconds`` (``None``: the pod's
+        ``termination_grace_seconds``).
+
+        Returns at once; ``poll`` reports the final status, whose reason is ``reason`` for
+        every container that was still running when the stop arrived (a container that had
+        already exited keeps its own reason). Stopping a pod that is still starting prevents
+        its processes from starting. Stopping an already final pod does nothing; stopping
+        again shortens the grace if the new one is shorter and keeps the first reason.
+        Raises :class:`PodNotFound` for a pod this runtime does not know.
+        """
+        ...
+
+    def poll(self, timeout: float = 0.0) -> list[PodStatusChange]:
+        """Phase changes since the last call, at most one per pod; waits up to ``timeout``
+        seconds for one when there is none (without spinning), then returns what it has,
+        maybe nothing. A pod that started and ended between two calls is reported once, final.
+
+        Each change is reported once per runtime object. A runtime re-created on the same
+        state (after a crash) reports the current status of every pod it adopts once, so
+        delivery is at-least-once across restarts: the caller persists a final status, then
+        calls :meth:`release`.
+        """
+        ...
+
+    def pods(self) -> list[PodStatusChange]:
+        """The current status of every pod the runtime keeps a record of (not yet released)."""
+        ...
+
+    def release(self, pod: PodRef) -> None:
+        """Forget a final pod: drop its records and per-pod scratch space (emptyDir volumes).
+
+        Logs and persistent volumes stay. Releasing an unknown pod does nothing (idempotent).
+        Raises :class:`PodStillRunning` if the pod has not reached a final phase.
+        """
+        ...
+
+    def close(self) -> None:
+        """Detach from the pods without stopping them (a later runtime may re-adopt them)."""
+        ...
+
+
+class SupportsLogs(ABC):
+    """A runtime that keeps each container's output and can stream it."""
+
+    @abstractmethod
+    def logs(
+        self,
+        pod: PodRef,
+        container: str | None = None,
+        *,
+        follow: bool = False,
+        previous: bool = False,
+    ) -> Iterator[str]:
+        """Yield the container's output as text lines (newline kept), from the beginning.
+
+        ``pod.uid`` may be empty: logs are kept per namespace/name, across incarnations.
+        ``container`` may be omitted when the pod has one container; otherwise the error
+        lists the names. ``follow`` keeps yielding new output until the container has ended
+        and its output is drained (a pod that is not running ends the stream at once).
+        ``previous`` reads the preceding incarnation's output instead (never followed).
+        Raises :class:`PodNotFound` when there is no such log, naming what exists.
+        """
+
+
+class SupportsReadoption(ABC):
+    """A runtime whose pods outlive the server process and are adopted by the next one."""
+
+    @abstractmethod
+    def readopt(self) -> list[PodRef]:
+        """Find the pods a previous runtime on the same state left, and adopt them.
+
+        Adopted pods that are still running are watched again (their process identity is
+        verified, so a reused pid is never mistaken for them); pods that ended meanwhile get
+        their recorded final status; pods whose fate cannot be known are reported Failed
+        with reason NodeLost and a message. Each adopted pod's status is reported by the
+        next ``poll``. Pods already tracked are skipped; returns the newly adopted ones.
+        """
+
+
+class SupportsGpuMetrics(ABC):
+    """A runtime that can read GPU utilisation, memory, temperature and power."""
+
+    @abstractmethod
+    def gpu_samples(self) -> list[GpuSample]:
+        """One sample per GPU of the node(s), in index order; empty without GPUs."""
+
+
+class SupportsFaultInjection(ABC):
+    """A runtime whose GPU health can be overridden, to test how the system reacts to faults."""
+
+    @abstractmethod
+    def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
+        """Mark GPU ``index`` (un)healthy as if the driver reported it; ``nodes()`` shows it.
+
+        Raises KeyError naming the known indices for an unknown GPU.
+        """

@@ -1,0 +1,76 @@
+"""Where the local runtime keeps its state under ``$MUSTER_HOME``, and how it writes it.
+
+Standard library only: the shim imports this module and must start fast.
+
+Layout (see docs/runtime-local.md)::
+
+    run/local/lock                          held by the live runtime (one per MUSTER_HOME)
+    run/local/pods/<ns>/<pod>/<uid>/
+        pod.json                            the launch, written before anything starts
+        stop.json                           a stop request: reason, grace (runtime writes)
+        <container>.spec.json               argv, env, cwd, log, memory limit (runtime writes)
+        <container>.launch.json             shim pid + start time (runtime writes after spawn)
+        <container>.state.json              process pid, pgid, start time (shim writes)
+        <container>.status.json             exit code, signal, OOM, stop (shim writes, last)
+        <container>.shim.log                the shim's own diagnostics
+    logs/<ns>/<pod>/<container>.log         the container's stdout+stderr, this incarnation
+    logs/<ns>/<pod>/<container>.log.1       the previous incarnation's (``logs --previous``)
+
+Every JSON file is written whole to a temporary name and renamed into place, so a reader
+(or a runtime restarted after a crash) sees either nothing or a complete record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ContainerFiles", "read_json", "runtime_dir", "write_json"]
+
+
+def runtime_dir(home: Path) -> Path:
+    """The local runtime's private state directory under ``$MUSTER_HOME``."""
+    return home / "run" / "local"
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` atomically: a crash leaves the old file or the new one, never half of one.
+
+    No fsync: the failures these records must survive are process deaths (the server's or a
+    shim's), after which the page cache still holds every completed write. A power loss takes
+    the processes with it, so there is nothing left to re-adopt (the pods become NodeLost).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, separators=(",", ":"))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object at ``path``, or None when the file does not exist (yet)."""
+    if not os.path.exists(path):  # the common case on every poll: cheaper than a failed open
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+class ContainerFiles:
+    """The files of one container in its pod's state directory (paths computed once: the
+    runtime looks at them on every poll)."""
+
+    __slots__ = ("container", "launch", "pod_dir", "shim_log", "spec", "state", "status", "stop")
+
+    def __init__(self, pod_dir: Path, container: str) -> None:
+        self.pod_dir = pod_dir
+        self.container = container
+        self.spec = pod_dir / f"{container}.spec.json"
+        self.launch = pod_dir / f"{container}.launch.json"
+        self.state = pod_dir / f"{container}.state.json"
+        self.status = pod_dir / f"{container}.status.json"
+        self.shim_log = pod_dir / f"{container}.shim.log"
+        self.stop = pod_dir / "stop.json"  # pod-wide: one stop request covers every container

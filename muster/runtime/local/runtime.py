@@ -1,0 +1,531 @@
+"""LocalRuntime: pods as process groups on this machine, one shim per container.
+
+The runtime writes every decision to ``$MUSTER_HOME/run/local/`` before acting on it and
+learns outcomes from the files the shims write, so a server that dies (even by SIGKILL)
+and starts again re-adopts its pods: see :mod:`muster.runtime.local.files` for the layout,
+:mod:`muster.runtime.local.shim` for what a shim does and docs/runtime-local.md for the
+whole story.
+
+Threading: one thread (the controller's) calls every method but :meth:`LocalRuntime.logs`,
+which only reads files and may be called from any thread (a log stream of the server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from muster.config import settings
+from muster.runtime.base import (
+    DeviceBinding,
+    GpuSample,
+    LaunchError,
+    NodeInfo,
+    PodExists,
+    PodLaunch,
+    PodNotFound,
+    PodPhase,
+    PodRef,
+    PodRuntimeError,
+    PodStatusChange,
+    PodStillRunning,
+    StopReason,
+    SupportsFaultInjection,
+    SupportsGpuMetrics,
+    SupportsLogs,
+    SupportsReadoption,
+)
+from muster.runtime.local import logs as logfiles
+from muster.runtime.local.adoption import adopt_pods
+from muster.runtime.local.fake import FakeGpu, FakeGpus
+from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir, write_json
+from muster.runtime.local.gpus import GpuSource, open_gpu_source
+from muster.runtime.local.launch import base_environment, plan_launch, spec_document
+from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
+from muster.runtime.local.node import apply_health, local_node, node_name
+from muster.runtime.local.tracking import (
+    ContainerRecord,
+    CState,
+    PodRecord,
+    mark_lost,
+    observe,
+    pod_status,
+    process_alive,
+    take_change,
+    update_phase,
+)
+from muster.runtime.local.volumes import make_links, remove_pod_volumes
+
+__all__ = ["HomeInUse", "LocalRuntime"]
+
+MemoryMode = Literal["auto", "cgroup", "rss"]
+# The longest poll() sleeps without looking at files when some container cannot be watched
+# through a file descriptor (an adopted shim that has not started its process yet).
+_UNWATCHED_POLL = 0.5
+
+
+# Shims this process started that outlived the record holding them (a closed runtime, a
+# released pod whose shim is still exiting). They are kept here, and reaped by the next poll
+# of any runtime, rather than garbage-collected while running: no zombies, no warnings.
+_DETACHED: list[subprocess.Popen[bytes]] = []
+
+
+class HomeInUse(PodRuntimeError):
+    """Another live runtime holds this MUSTER_HOME; two would fight over the same processes."""
+
+
+class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, SupportsFaultInjection):
+    """Runs pods as local processes. Construction takes the home's lock and re-adopts the pods a
+    previous runtime left (:meth:`readopt`); :meth:`close` detaches without stopping them."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        home: Path | None = None,
+        *,
+        fake_gpus: Sequence[FakeGpu] | None = None,
+        gpu_source: GpuSource | None = None,
+        node: str | None = None,
+        reserved: Mapping[str, str] | None = None,
+        memory: MemoryMode = "auto",
+        rss_interval: float = DEFAULT_RSS_INTERVAL,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.home = Path(home) if home is not None else settings().home
+        self.dir = runtime_dir(self.home)
+        (self.dir / "pods").mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock(self.dir / "lock")
+        self.gpus: GpuSource = gpu_source or open_gpu_source(fake_gpus)
+        self.node_name = node or node_name()
+        self._reserved = dict(reserved or {})
+        self._health: dict[int, tuple[bool, str]] = {}
+        self._devices = {d.index: d for d in self.gpus.devices()}
+        self._cgroup: CgroupSupport | None = detect_cgroup() if memory != "rss" else None
+        if memory == "cgroup" and self._cgroup is None:
+            raise PodRuntimeError("memory='cgroup' but no writable cgroup with a memory controller was found")
+        self._rss_interval = rss_interval
+        self._base_env = base_environment(environ)
+        self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
+        self._selector = selectors.DefaultSelector()
+        self._closed = False
+        self.readopt()
+
+    # -- nodes and GPUs ----------------------------------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        return [local_node(self.gpus, name=self.node_name, reserved=self._reserved, health=self._health)]
+
+    @property
+    def fake_gpus(self) -> list[FakeGpu] | None:
+        """The fake GPUs, for tests and fault injection to set readings on; None for real ones."""
+        return self.gpus.gpus if isinstance(self.gpus, FakeGpus) else None
+
+    def gpu_samples(self) -> list[GpuSample]:
+        return self.gpus.samples()
+
+    def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
+        if index not in self._devices:
+            raise KeyError(f"no GPU {index} on this node (GPUs: {sorted(self._devices)})")
+        self._health[index] = (healthy, reason or ("" if healthy else "marked unhealthy"))
+
+    # -- pods ----------------------------------------------------------------------------------
+
+    def start(self, pod: PodLaunch, devices: DeviceBinding) -> list[str]:
+        self._check_open()
+        ref = pod.ref
+        if ref.uid in self._pods:
+            raise PodExists(f"pod {ref} (uid {ref.uid}) is already started on this node")
+        for other in self._pods.values():
+            if (other.ref.namespace, other.ref.name) == (ref.namespace, ref.name) and not _final(other):
+                raise PodExists(f"pod {ref} is still running here as uid {other.ref.uid}; stop it first")
+        gpus = apply_health([self._devices[i] for i in sorted(self._devices)], self._health)
+        plan = plan_launch(
+            pod,
+            devices,
+            home=self.home,
+            gpus=gpus,
+            visible_devices=self.gpus.visible_devices,
+            base_env=self._base_env,
+        )
+        pod_dir = self.dir / "pods" / ref.namespace / ref.name / ref.uid
+        if pod_dir.exists():
+            raise PodExists(f"pod {ref} (uid {ref.uid}) has records at {pod_dir} already")
+        warnings = list(plan.warnings)
+        try:
+            plan.volumes.create()
+            for c in plan.containers:
+                c.cwd.mkdir(parents=True, exist_ok=True)
+                warnings.extend(make_links(c.mounts))
+        except OSError as exc:
+            remove_pod_volumes(self.home, ref.uid)
+            where = f": {exc.filename}" if exc.filename else ""
+            raise LaunchError(
+                "spec", f"cannot create the pod's directories ({exc.strerror or exc}{where})"
+            ) from None
+        pod_dir.mkdir(parents=True)
+        # The launch is on disk before any process exists: a crash from here on is re-adoptable.
+        write_json(
+            pod_dir / "pod.json",
+            {
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "uid": ref.uid,
+                "containers": [c.name for c in plan.containers],
+                "grace_seconds": pod.termination_grace_seconds,
+                "gpus": list(devices.gpus),
+                "gpu_milli": devices.gpu_milli,
+                "labels": dict(pod.labels),
+                "memory_limits": {c.name: c.memory_limit for c in plan.containers if c.memory_limit},
+                "created_at": time.time(),
+            },
+        )
+        record = PodRecord(ref, pod_dir, pod.termination_grace_seconds, [], labels=dict(pod.labels))
+        for c in plan.containers:
+            files = ContainerFiles(pod_dir, c.name)
+            log = logfiles.container_log(self.home, ref.namespace, ref.name, c.name)
+            logfiles.rotate(log)
+            log.touch()
+            write_json(
+                files.spec,
+                spec_document(
+                    c,
+                    log=log,
+                    grace=pod.termination_grace_seconds,
+                    memory=self._memory_spec(c.memory_limit),
+                    cgroup_name=f"{ref.uid}.{c.name}",  # unique, and short enough for a file name
+                ),
+            )
+            record.containers.append(ContainerRecord(c.name, files, time.time(), limit=c.memory_limit))
+        self._pods[ref.uid] = record
+        for c in record.containers:
+            self._launch_shim(record, c)
+        return warnings
+
+    def stop(self, pod: PodRef, grace_seconds: float | None, reason: StopReason) -> None:
+        self._check_open()
+        record = self._record(pod)
+        if _final(record):
+            return
+        grace = max(0.0, float(record.grace if grace_seconds is None else grace_seconds))
+        first = record.stop or {"reason": StopReason(reason).value, "requested_at": time.time()}
+        if record.stop is not None and record.stop.get("grace_seconds", grace) < grace:
+            grace = float(record.stop["grace_seconds"])  # a later stop may only shorten the grace
+        record.stop = {**first, "grace_seconds": grace}
+        # Written before any signal: a shim reads its grace from it, and a shim that has not
+        # started its process yet sees it and does not start it.
+        write_json(record.dir / "stop.json", record.stop)
+        for c in record.containers:
+            if c.state is CState.TERMINATED:
+                continue
+            if c.orphan:
+                _stop_orphan(c, grace)
+            elif c.popen is not None and c.popen.poll() is None:
+                c.popen.send_signal(signal.SIGTERM)
+            elif process_alive(c.shim_pid, c.shim_ctime):
+                os.kill(c.shim_pid, signal.SIGTERM)  # type: ignore[arg-type]
+
+    def poll(self, timeout: float = 0.0) -> list[PodStatusChange]:
+        self._check_open()
+        _DETACHED[:] = [p for p in _DETACHED if p.poll() is None]
+        self._drain(0)
+        changes = self._sweep()
+        if changes or timeout <= 0:
+            return changes
+        self._drain(self._wait_time(timeout))
+        return self._sweep()
+
+    def pods(self) -> list[PodStatusChange]:
+        self._check_open()
+        for record in self._pods.values():
+            self._refresh(record)  # what changed is still reported by the next poll
+        return [pod_status(r) for r in self._pods.values()]
+
+    def release(self, pod: PodRef) -> None:
+        self._check_open()
+        record = self._pods.get(pod.uid)
+        if record is None:
+            return
+        if not _final(record):
+            raise PodStillRunning(f"pod {pod} is {record.phase}; stop it and wait for its final status first")
+        for c in record.containers:
+            self._unwatch(c)
+            _detach(c)
+            if c.cgroup:  # left behind only when the shim died before cleaning up
+                kill_cgroup(Path(c.cgroup), c.cgroup_version)
+        remove_pod_volumes(self.home, pod.uid)
+        shutil.rmtree(record.dir, ignore_errors=True)
+        for parent in (record.dir.parent, record.dir.parent.parent):
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only when empty
+        del self._pods[pod.uid]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for record in self._pods.values():
+            for c in record.containers:
+                self._unwatch(c)
+                _detach(c)
+        self._selector.close()
+        self.gpus.close()
+        os.close(self._lock_fd)
+
+    # -- capabilities --------------------------------------------------------------------------
+
+    def readopt(self) -> list[PodRef]:
+        self._check_open()
+        adopted = adopt_pods(self.dir / "pods", known=set(self._pods))
+        for record in adopted:
+            self._pods[record.ref.uid] = record
+            for c in record.containers:
+                if c.orphan:
+                    self._watch_pid(c, c.pid)
+                    if record.stop is not None:  # a stop its dead shim can no longer finish
+                        _stop_orphan(c, _grace_left(record.stop))
+                elif not c.watch_fired:  # adoption verified the shim alive
+                    self._watch_pid(c, c.shim_pid)
+        return [r.ref for r in adopted]
+
+    def logs(
+        self,
+        pod: PodRef,
+        container: str | None = None,
+        *,
+        follow: bool = False,
+        previous: bool = False,
+    ) -> Iterator[str]:
+        directory = logfiles.log_dir(self.home, pod.namespace, pod.name)
+        names = sorted(p.name[: -len(".log")] for p in directory.glob("*.log")) if directory.is_dir() else []
+        if not names:
+            raise PodNotFound(f"no logs for pod {pod} on this node")
+        if container is None:
+            if len(names) > 1:
+                raise PodNotFound(f"pod {pod} has several containers; name one of: {', '.join(names)}")
+            container = names[0]
+        if container not in names:
+            raise PodNotFound(f"pod {pod} has no container {container!r} (containers: {', '.join(names)})")
+        path = logfiles.container_log(self.home, pod.namespace, pod.name, container, previous=previous)
+        if not path.exists():
+            raise PodNotFound(f"container {container!r} of pod {pod} has no previous log")
+        still_writing = None
+        if follow and not previous:
+            files = self._latest_files(pod, container)
+            still_writing = (lambda: _writer_alive(files)) if files is not None else None
+        return logfiles.follow_lines(path, still_writing)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _launch_shim(self, record: PodRecord, c: ContainerRecord) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            with open(c.files.shim_log, "ab") as shim_log:
+                c.popen = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "muster.runtime.local.shim",
+                        str(c.files.pod_dir),
+                        c.name,
+                        "--notify-fd",
+                        str(write_fd),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=shim_log,
+                    stderr=subprocess.STDOUT,
+                    cwd=c.files.pod_dir,
+                    start_new_session=True,  # the shim and its process outlive this server
+                    pass_fds=(write_fd,),
+                )
+        except OSError as exc:
+            os.close(read_fd)
+            mark_lost(c, record, f"cannot start its shim: {exc}")
+            return
+        finally:
+            os.close(write_fd)
+        c.shim_pid = c.popen.pid
+        with contextlib.suppress(Exception):
+            import psutil
+
+            c.shim_ctime = psutil.Process(c.popen.pid).create_time()
+        write_json(c.files.launch, {"shim_pid": c.shim_pid, "shim_create_time": c.shim_ctime})
+        os.set_blocking(read_fd, False)
+        c.watch_fd, c.watch_pipe = read_fd, True
+        self._selector.register(read_fd, selectors.EVENT_READ, c)
+
+    def _watch_pid(self, c: ContainerRecord, pid: int | None) -> None:
+        if pid is None or c.state is CState.TERMINATED:
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            c.watch_fired = True  # no pidfd: liveness is checked on every poll
+            return
+        c.watch_fd, c.watch_pipe, c.watch_fired = fd, False, False
+        self._selector.register(fd, selectors.EVENT_READ, c)
+
+    def _unwatch(self, c: ContainerRecord) -> None:
+        if c.watch_fd is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(c.watch_fd)
+            os.close(c.watch_fd)
+            c.watch_fd = None
+
+    def _drain(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` for a watched descriptor, then note every one that fired."""
+        if not self._selector.get_map():
+            if timeout:
+                time.sleep(timeout)
+            return
+        for key, _ in self._selector.select(timeout):
+            c: ContainerRecord = key.data
+            c.watch_fired = True
+            if c.watch_pipe:
+                try:
+                    data = os.read(key.fd, 64)
+                except BlockingIOError:
+                    continue
+                if data:
+                    continue  # "started": the pipe stays open until the shim exits
+            self._unwatch(c)  # the shim (or orphaned process) is gone: nothing more will come
+
+    def _wait_time(self, timeout: float) -> float:
+        wait = timeout
+        now = time.monotonic()
+        for record in self._pods.values():
+            for c in record.containers:
+                if c.orphan_kill_at is not None:
+                    wait = min(wait, max(0.0, c.orphan_kill_at - now))
+                elif (c.state is CState.WAITING and c.popen is None) or (
+                    c.state is CState.RUNNING and c.watch_fd is None
+                ):
+                    # Nothing will wake us when this one changes: look again soon.
+                    wait = min(wait, _UNWATCHED_POLL)
+        return wait
+
+    def _sweep(self) -> list[PodStatusChange]:
+        changes = []
+        for record in self._pods.values():
+            self._refresh(record)
+            change = take_change(record)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _refresh(self, record: PodRecord) -> None:
+        """Learn what happened to the pod's containers and move its phase accordingly."""
+        for c in record.containers:
+            if c.orphan_kill_at is not None and time.monotonic() >= c.orphan_kill_at:
+                c.orphan_kill_at = None
+                _killpg(c.pid, signal.SIGKILL)
+            was_orphan = c.orphan
+            observe(c, record)
+            if c.orphan and not was_orphan:
+                # The shim died under a live process: watch the process itself from now on,
+                # and carry out a stop the shim can no longer finish.
+                self._unwatch(c)
+                self._watch_pid(c, c.pid)
+                if record.stop is not None:
+                    _stop_orphan(c, _grace_left(record.stop))
+            if c.state is CState.TERMINATED:
+                self._unwatch(c)
+        update_phase(record)
+
+    def _memory_spec(self, limit: int | None) -> dict[str, object] | None:
+        if limit is None:
+            return None
+        if self._cgroup is not None:
+            mode = f"cgroup{self._cgroup.version}"
+            return {
+                "limit": limit,
+                "mode": mode,
+                "cgroup": str(self._cgroup.base),
+                "interval": self._rss_interval,
+            }
+        return {"limit": limit, "mode": "rss", "interval": self._rss_interval}
+
+    def _record(self, pod: PodRef) -> PodRecord:
+        record = self._pods.get(pod.uid)
+        if record is None:
+            raise PodNotFound(f"pod {pod} (uid {pod.uid}) is not known to this runtime")
+        return record
+
+    def _latest_files(self, pod: PodRef, container: str) -> ContainerFiles | None:
+        for record in reversed(list(self._pods.values())):
+            if (record.ref.namespace, record.ref.name) == (pod.namespace, pod.name):
+                return ContainerFiles(record.dir, container)
+        return None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PodRuntimeError("this LocalRuntime is closed")
+
+
+def _final(record: PodRecord) -> bool:
+    return record.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+def _writer_alive(files: ContainerFiles) -> bool:
+    """Whether a container may still append to its log: no final status yet and its process
+    (or, before it started, its shim) is alive."""
+    if files.status.exists():
+        return False
+    state = read_json(files.state)
+    if state is not None:
+        return process_alive(state["pid"], state["create_time"]) or process_alive(
+            state["shim_pid"], state["shim_create_time"]
+        )
+    launch = read_json(files.launch)
+    return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
+
+
+def _detach(c: ContainerRecord) -> None:
+    if c.popen is not None and c.popen.poll() is None:
+        _DETACHED.append(c.popen)
+    c.popen = None
+
+
+def _stop_orphan(c: ContainerRecord, grace: float) -> None:
+    """SIGTERM an orphan's group now; the SIGKILL follows from poll() once the grace is over."""
+    _killpg(c.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    c.orphan_kill_at = min(c.orphan_kill_at or deadline, deadline)
+
+
+def _grace_left(stop: dict[str, float]) -> float:
+    """What remains of a recorded stop's grace period (wall clock: it may span a restart)."""
+    return max(0.0, float(stop["requested_at"]) + float(stop["grace_seconds"]) - time.time())
+
+
+def _killpg(pgid: int | None, sig: int) -> None:
+    if pgid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise HomeInUse(
+            f"{path.parent.parent.parent} is in use by another Muster runtime (pid {holder}); "
+            "stop that server or use another MUSTER_HOME"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd

@@ -1,0 +1,256 @@
+"""The container shim: ``python -m muster.runtime.local.shim POD_DIR CONTAINER [--notify-fd N]``.
+
+One shim runs per container. The runtime starts it in a new session, so it outlives the
+server (a crash, a SIGKILL, a Ctrl-C of ``muster up``); the shim then:
+
+1. reads ``<container>.spec.json`` (argv, env, cwd, log file, memory limit, grace);
+2. starts the command in its own process group (pgid = its pid), stdout and stderr appended
+   to the log file, inside a memory cgroup when the spec names one;
+3. writes ``<container>.state.json``: its own pid and start time, the process's pid, pgid
+   and start time (start times let a later runtime tell a live process from a reused pid);
+4. relays SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to the process group. A
+   SIGTERM or SIGINT is a stop: after the grace (``stop.json``'s, else the spec's) the shim
+   SIGKILLs the group. A stop that arrives before the process starts keeps it from starting;
+5. watches the memory limit (RSS of the process tree, or the cgroup's OOM counter);
+6. when the process exits, SIGKILLs what is left of its group (a container ends with its
+   main process) and writes ``<container>.status.json`` atomically: exit code (128+N for
+   signal N), signal, whether it was OOM-killed, whether a stop reached it first.
+
+The shim imports only the standard library and the two stdlib-only runtime modules, so it
+starts in a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from muster.runtime.local.files import ContainerFiles, read_json, write_json
+from muster.runtime.local.memory import Limiter, open_limiter
+
+__all__ = ["RELAYED_SIGNALS", "STOP_SIGNALS", "main"]
+
+RELAYED_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+OOM_EXIT_CODE = 137
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m muster.runtime.local.shim")
+    parser.add_argument("pod_dir", type=Path, help="the pod's state directory")
+    parser.add_argument("container", help="the container's name")
+    parser.add_argument(
+        "--notify-fd", type=int, default=None, help="pipe to the runtime, written once started"
+    )
+    args = parser.parse_args(argv)
+    return _Shim(ContainerFiles(args.pod_dir, args.container), args.notify_fd).run()
+
+
+class _Shim:
+    def __init__(self, files: ContainerFiles, notify_fd: int | None) -> None:
+        self.files = files
+        self.notify_fd = notify_fd
+        spec = read_json(files.spec)
+        if spec is None:
+            raise SystemExit(f"shim: no spec at {files.spec}")
+        self.spec: dict[str, Any] = spec
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stop_signalled_at: float | None = None  # wall clock, for the record
+        self.kill_deadline: float | None = None  # monotonic
+        self.killed_after_grace = False
+        self.oom = False
+        self.early_signals: list[int] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        # Signals interrupt the wait below through this pipe, so a new kill deadline is seen at once.
+        signal.set_wakeup_fd(wake_w)
+        for sig in RELAYED_SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+        if self.stop_signalled_at is not None or self.files.stop.exists():
+            self._finish(None, message="stopped before the process started")
+            return 0
+        limiter = open_limiter(self.spec.get("memory"), self._cgroup_name()).prepare()
+        if limiter.note:
+            print(f"shim: {limiter.note}", file=sys.stderr, flush=True)
+        if not self._spawn(limiter):
+            return 0
+        assert self.child is not None
+        for sig in self.early_signals:  # a stop that raced with the spawn
+            self._relay(sig)
+        self._record_state(limiter)
+        self._wait(limiter, wake_r)
+        return 0
+
+    def _spawn(self, limiter: Limiter) -> bool:
+        spec = self.spec
+        log = open(spec["log"], "ab", buffering=0)  # noqa: SIM115 - the child writes it; closed below
+        try:
+            self.child = subprocess.Popen(
+                spec["argv"],
+                env=spec["env"],
+                cwd=spec["cwd"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+                close_fds=True,
+                preexec_fn=limiter.join if limiter.cgroup is not None else None,
+            )
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            what = f"cannot run {spec['argv'][0]!r}: {exc.strerror or exc}"
+            if isinstance(exc, FileNotFoundError) and not os.path.isdir(spec["cwd"]):
+                what = f"working directory {spec['cwd']!r} does not exist"
+            log.write(f"muster: {what}\n".encode())
+            log.close()
+            limiter.finish()
+            self._finish(code, message=what)
+            return False
+        log.close()
+        return True
+
+    def _record_state(self, limiter: Limiter) -> None:
+        import psutil  # imported late: the spawn above should not wait for it
+
+        assert self.child is not None
+        pid = self.child.pid
+        state = {
+            "shim_pid": os.getpid(),
+            "shim_create_time": psutil.Process().create_time(),
+            "pid": pid,
+            "pgid": pid,
+            "create_time": _create_time(pid),
+            "started_at": time.time(),
+            "memory_enforcement": limiter.mode,
+            "memory_note": limiter.note,
+            "cgroup": str(limiter.cgroup) if limiter.cgroup is not None else None,
+        }
+        write_json(self.files.state, state)
+        if self.notify_fd is not None:
+            with contextlib.suppress(OSError):  # the runtime may be gone: that is fine
+                os.write(self.notify_fd, b"S")
+
+    def _wait(self, limiter: Limiter, wake_r: int) -> None:
+        assert self.child is not None
+        child = self.child
+        sel = selectors.DefaultSelector()
+        sel.register(wake_r, selectors.EVENT_READ)
+        try:
+            pidfd: int | None = os.pidfd_open(child.pid)
+            sel.register(pidfd, selectors.EVENT_READ)
+        except (AttributeError, OSError):
+            pidfd = None  # no pidfd (old kernel): fall back to waking up regularly
+        next_check = time.monotonic()
+        while child.poll() is None:
+            now = time.monotonic()
+            if self.kill_deadline is not None and now >= self.kill_deadline:
+                self.killed_after_grace = True
+                self.kill_deadline = None
+                _killpg(child.pid, signal.SIGKILL)
+            if limiter.interval is not None and now >= next_check:
+                next_check = now + limiter.interval
+                if not self.oom and limiter.breached(child.pid):
+                    self.oom = True
+                    _killpg(child.pid, signal.SIGKILL)
+            waits = [0.1] if pidfd is None else []
+            if self.kill_deadline is not None:
+                waits.append(self.kill_deadline - now)
+            if limiter.interval is not None and not self.oom:
+                waits.append(next_check - now)
+            sel.select(max(0.0, min(waits)) if waits else None)
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_r, 512):
+                    pass
+        # A container ends with its main process: whatever it left in its group goes too.
+        _killpg(child.pid, signal.SIGKILL)
+        if limiter.finish():
+            self.oom = True
+        code = child.returncode
+        self._finish(code if code >= 0 else 128 - code, signal_no=-code if code < 0 else None)
+
+    def _finish(self, exit_code: int | None, signal_no: int | None = None, message: str = "") -> None:
+        if self.oom:
+            exit_code, message = OOM_EXIT_CODE, message or "memory limit exceeded"
+        status = {
+            "exit_code": exit_code,
+            "signal": signal_no,
+            "oom_killed": self.oom,
+            "started": self.child is not None,
+            "stop_signalled_at": self.stop_signalled_at,
+            "killed_after_grace": self.killed_after_grace,
+            "finished_at": time.time(),
+            "message": message,
+        }
+        write_json(self.files.status, status)
+
+    # -- signals ----------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if signum in STOP_SIGNALS:
+            now = time.monotonic()
+            if self.stop_signalled_at is None:
+                self.stop_signalled_at = time.time()
+            deadline = now + self._grace()
+            if self.kill_deadline is None or deadline < self.kill_deadline:
+                self.kill_deadline = deadline
+        if self.child is None:
+            self.early_signals.append(signum)
+        else:
+            self._relay(signum)
+
+    def _relay(self, signum: int) -> None:
+        assert self.child is not None
+        if self.child.returncode is None:
+            _killpg(self.child.pid, signum)
+
+    def _grace(self) -> float:
+        try:
+            stop = read_json(self.files.stop) or {}
+        except ValueError:
+            stop = {}
+        grace = stop.get("grace_seconds")
+        return float(grace if grace is not None else self.spec.get("grace_seconds", 30))
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _cgroup_name(self) -> str:
+        return str(self.spec.get("cgroup_name") or f"{os.getpid()}-{self.files.container}")
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _create_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Re-adoption: a runtime started on the same MUSTER_HOME after the previous one died takes its pods over."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from muster.runtime.base import Container, DeviceBinding, PodPhase, PodReason, PodRef, StopReason
+from muster.runtime.local.files import write_json
+from muster.runtime.local.runtime import LocalRuntime
+from muster.runtime.local.tracking import process_alive
+from muster.testing import wait_for
+from tests.runtime.local.conftest import IGNORES_TERM, Watcher, gated, launch, py, shutdown, wait_log
+
+
+@pytest.fixture
+def new_runtime(muster_home):
+    """Makes runtimes on the test's home; stops and closes the last one at the end."""
+    made: list[LocalRuntime] = []
+
+    def make() -> LocalRuntime:
+        rt = LocalRuntime(muster_home)
+        made.append(rt)
+        return rt
+
+    yield make
+    for rt in made:
+        if not rt._closed:
+            shutdown(rt)
+
+
+def _start_running(rt: LocalRuntime, pod, watcher: Watcher | None = None) -> object:
+    """Start ``pod``, wait until its process says 'ready' and runs; return its container's record."""
+    rt.start(pod, DeviceBinding())
+    wait_log(rt, pod.ref, "ready")
+    (watcher or Watcher(rt)).wait_phase(pod.ref, PodPhase.RUNNING)
+    return rt._pods[pod.ref.uid].containers[0]
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class TestReadoptionInProcess:
+    def test_runtime_b_sees_running_pods_and_their_later_end(self, new_runtime, tmp_path):
+        a = new_runtime()
+        long_gate, quick_gate = tmp_path / "long", tmp_path / "quick"
+        long_pod = launch("long", Container("main", gated(long_gate, 0)))
+        quick_pod = launch("quick", Container("main", gated(quick_gate, 7)))
+        for pod in (long_pod, quick_pod):
+            a.start(pod, DeviceBinding())
+            wait_log(a, pod.ref, "ready")
+        a.close()  # the server is gone; its pods are not
+
+        quick_gate.touch()  # one pod ends while no runtime is watching
+        home_pods = a.dir / "pods" / "default"
+        wait_for(
+            lambda: (home_pods / "quick" / quick_pod.ref.uid / "main.status.json").exists(),
+            30,
+            what="quick to end",
+        )
+
+        b = new_runtime()
+        w = Watcher(b)
+        first = {c.ref.name: c for c in w.pump(0.0)}
+        assert first["long"].phase == PodPhase.RUNNING and first["long"].containers[0].pid
+        assert (first["quick"].phase, first["quick"].reason, first["quick"].exit_code) == (
+            PodPhase.FAILED,
+            PodReason.ERROR,
+            7,
+        )
+        assert w.pump(0.0) == []  # reported once
+        assert b.readopt() == []  # nothing new to adopt
+
+        long_gate.touch()
+        final = w.wait_final(long_pod.ref)
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+
+    def test_adopted_pod_can_be_stopped_with_the_handshake(self, new_runtime, tmp_path):
+        a = new_runtime()
+        pod = launch(
+            "victim",
+            Container(
+                "main",
+                py(
+                    "import signal, sys, time\n"
+                    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+                    "print('ready', flush=True)\nwhile True: time.sleep(0.05)"
+                ),
+            ),
+        )
+        a.start(pod, DeviceBinding())
+        wait_log(a, pod.ref, "ready")
+        a.close()
+        b = new_runtime()
+        b.stop(pod.ref, 30, StopReason.PREEMPTED)
+        final = Watcher(b).wait_final(pod.ref)
+        assert (final.reason, final.exit_code) == (PodReason.PREEMPTED, 0)
+
+    def test_a_stop_in_progress_when_the_server_died_is_finished(self, new_runtime):
+        a = new_runtime()
+        pod = launch("mid-stop", Container("main", py(IGNORES_TERM)))
+        a.start(pod, DeviceBinding())
+        wait_log(a, pod.ref, "ready")
+        a.stop(pod.ref, 0.5, StopReason.DEADLINE_EXCEEDED)
+        a.close()  # dies during the grace period: the shim still kills after it
+        b = new_runtime()
+        final = Watcher(b).wait_final(pod.ref)
+        assert (final.reason, final.exit_code) == (PodReason.DEADLINE_EXCEEDED, 137)
+
+
+class TestServerKilled:
+    def test_sigkilled_server_is_replaced_and_exit_codes_are_not_lost(
+        self, muster_home, new_runtime, tmp_path
+    ):
+        gate = tmp_path / "gate"
+        script = textwrap.dedent(
+            f"""
+            import sys, time
+            from pathlib import Path
+            from muster.runtime.base import Container, DeviceBinding, PodLaunch, PodRef
+            from muster.runtime.local.runtime import LocalRuntime
+            rt = LocalRuntime(Path({str(muster_home)!r}))
+            for name, code in (("exits-7", 7), ("exits-0", 0)):
+                cmd = (sys.executable, "-c", "import os, sys, time\\n"
+                       "while not os.path.exists({str(gate)!r}): time.sleep(0.02)\\nsys.exit(%d)" % code)
+                pod = PodLaunch(PodRef("default", name, "uid-" + name), (Container("main", cmd),))
+                rt.start(pod, DeviceBinding())
+            running = set()
+            while len(running) < 2:
+                running.update(p.ref.name for p in rt.poll(0.5) if p.phase == "Running")
+            print("started", flush=True)
+            time.sleep(600)
+            """
+        )
+        with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as server:
+            try:
+                assert server.stdout is not None
+                assert server.stdout.readline().strip() == "started"
+            finally:
+                server.kill()  # SIGKILL: no cleanup of any kind
+
+        b = new_runtime()  # the lock died with the server
+        w = Watcher(b)
+        assert {c.ref.name: c.phase for c in w.pump(0.0)} == {
+            "exits-7": PodPhase.RUNNING,
+            "exits-0": PodPhase.RUNNING,
+        }
+        gate.touch()
+        f7 = w.wait_final(PodRef("default", "exits-7", "uid-exits-7"))
+        f0 = w.wait_final(PodRef("default", "exits-0", "uid-exits-0"))
+        assert (f7.reason, f7.exit_code, f0.reason, f0.exit_code) == (
+            PodReason.ERROR,
+            7,
+            PodReason.COMPLETED,
+            0,
+        )
+
+
+class TestLostShims:
+    def test_killed_shim_with_live_process_is_watched_and_reported_node_lost(self, new_runtime, tmp_path):
+        gate = tmp_path / "gate"
+        rt = new_runtime()
+        pod = launch("orphan", Container("main", gated(gate)))
+        rt.start(pod, DeviceBinding())
+        w = Watcher(rt)
+        running = w.wait_phase(pod.ref, PodPhase.RUNNING)
+        c = rt._pods[pod.ref.uid].containers[0]
+        os.kill(c.shim_pid, signal.SIGKILL)
+        wait_for(
+            lambda: (w.pump(0.1), rt._pods[pod.ref.uid].containers[0].orphan)[1], 30, what="orphan noticed"
+        )
+        assert process_alive(running.containers[0].pid, c.ctime)  # the process itself runs on
+        gate.touch()
+        final = w.wait_final(pod.ref)
+        assert (final.phase, final.reason, final.exit_code) == (PodPhase.FAILED, PodReason.NODE_LOST, None)
+        assert "exit status unknown" in final.message
+
+    def test_stopping_an_orphan_signals_its_group_directly(self, new_runtime):
+        rt = new_runtime()
+        pod = launch("orphan-stop", Container("main", py(IGNORES_TERM)))
+        w = Watcher(rt)
+        c = _start_running(rt, pod, w)
+        os.kill(c.shim_pid, signal.SIGKILL)
+        wait_for(lambda: (w.pump(0.1), c.orphan)[1], 30, what="orphan noticed")
+        pid = c.pid
+        rt.stop(pod.ref, 0.3, StopReason.PREEMPTED)
+        final = w.wait_final(pod.ref)
+        assert final.reason == PodReason.PREEMPTED  # the caller's reason, even without an exit code
+        wait_for(lambda: not process_alive(pid, c.ctime), 10, what="the orphan to be killed")
+
+    def test_a_stop_whose_shim_dies_during_the_grace_is_finished_by_the_runtime(self, new_runtime):
+        rt = new_runtime()
+        pod = launch("orphaned-mid-stop", Container("main", py(IGNORES_TERM)))
+        w = Watcher(rt)
+        c = _start_running(rt, pod, w)
+        rt.stop(pod.ref, 2, StopReason.PREEMPTED)
+        os.kill(c.shim_pid, signal.SIGKILL)  # the shim cannot SIGKILL after the grace any more
+        final = w.wait_final(pod.ref)
+        assert final.reason == PodReason.PREEMPTED
+        assert not process_alive(c.pid, c.ctime)
+
+    def test_shim_and_process_both_gone_without_a_status_is_node_lost(self, new_runtime, tmp_path):
+        a = new_runtime()
+        c = _start_running(a, launch("vanished", Container("main", gated(tmp_path / "never"))))
+        shim_pid, pid = c.shim_pid, c.pid
+        a.close()
+        os.kill(shim_pid, signal.SIGKILL)
+        _kill_group(pid)
+        wait_for(lambda: not process_alive(pid, c.ctime) and not process_alive(shim_pid, c.shim_ctime), 10)
+        b = new_runtime()
+        (final,) = Watcher(b).pump(0.0)
+        assert (final.phase, final.reason) == (PodPhase.FAILED, PodReason.NODE_LOST)
+        assert "exit status is unknown" in final.message
+
+    def test_recorded_start_times_guard_against_reused_pids(self, new_runtime, tmp_path):
+        a = new_runtime()
+        c = _start_running(a, launch("reused", Container("main", gated(tmp_path / "never"))))
+        a.close()
+        # Pretend the recorded pids now belong to other processes: same pids, other start times.
+        for path in (c.files.state, c.files.launch):
+            doc = json.loads(path.read_text())
+            for key in ("create_time", "shim_create_time"):
+                if key in doc:
+                    doc[key] -= 1000
+            write_json(path, doc)
+        try:
+            b = new_runtime()
+            (final,) = Watcher(b).pump(0.0)
+            assert final.reason == PodReason.NODE_LOST  # never mistaken for the live processes
+        finally:
+            os.kill(c.shim_pid, signal.SIGKILL)
+            _kill_group(c.pid)
+
+    def test_a_launch_cut_short_before_the_shim_started_is_node_lost(self, new_runtime, muster_home):
+        a = new_runtime()
+        a.close()
+        pod_dir = a.dir / "pods" / "default" / "cut" / "uid-cut"
+        pod_dir.mkdir(parents=True)
+        doc = {
+            "namespace": "default",
+            "name": "cut",
+            "uid": "uid-cut",
+            "containers": ["main"],
+            "grace_seconds": 30,
+            "created_at": time.time() - 120,
+        }
+        write_json(pod_dir / "pod.json", doc)
+        b = new_runtime()
+        assert b.readopt() == []  # adopted at construction already
+        (final,) = Watcher(b).pump(0.0)
+        assert (final.reason, final.message) == (
+            PodReason.NODE_LOST,
+            "container 'main': the runtime stopped before it started the shim",
+        )
