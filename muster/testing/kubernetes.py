@@ -29,6 +29,7 @@ import os
 import shutil
 import ssl
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,8 @@ class ControlPlane(KubeletRole):
         self._etcd_url = ""
         self._processes: list[ManagedProcess] = []
         self._admin_api: Any = None
+        # Seconds each server took from launch to ready (benchmarks/k8s_control_plane.py prints them).
+        self.start_seconds: dict[str, float] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -170,11 +173,14 @@ class ControlPlane(KubeletRole):
         self.workdir = self._given_workdir or Path(tempfile.mkdtemp(prefix="muster-k8s-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         atexit.register(self.stop)
+        phases = [("etcd", self._start_etcd), ("kube-apiserver", self._start_apiserver)]
+        if self._with_controller_manager:
+            phases.append(("kube-controller-manager", self._start_controller_manager))
         try:
-            self._start_etcd()
-            self._start_apiserver()
-            if self._with_controller_manager:
-                self._start_controller_manager()
+            for name, start_phase in phases:
+                began = time.monotonic()
+                start_phase()
+                self.start_seconds[name] = time.monotonic() - began
         except BaseException:
             self.stop()
             raise
