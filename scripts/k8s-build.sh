@@ -18,6 +18,7 @@
 set -euo pipefail
 
 K8S_VERSION=1.20.2
+DEB_VERSION=1.20.5+really$K8S_VERSION-1.1+deb12u1
 CACHE=${MUSTER_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/muster/k8s-$K8S_VERSION}
 WORK=${MUSTER_K8S_SRC:-${XDG_CACHE_HOME:-$HOME/.cache}/muster/src}
 BIN=$CACHE/bin
@@ -94,8 +95,14 @@ fetch_source() {
   rm -rf "$WORK/download" "$KSRC"
   dl="$WORK/download"
   mkdir -p "$dl" "$(dirname "$KSRC")"
-  # The pinned version keeps the tree the docs and tests were checked against.
-  (cd "$dl" && apt-get source -qq "kubernetes-client=1.20.5+really$K8S_VERSION-1.1+deb12u1" 2>&1 \
+  # The pinned version is the tree the docs and tests were checked against; the archive keeps
+  # only the newest revision, so a later security revision (still upstream 1.20.2) is taken then.
+  local spec="kubernetes-client=$DEB_VERSION"
+  if ! apt-cache showsrc kubernetes-client 2>/dev/null | grep -qx "Version: $DEB_VERSION"; then
+    log "warning: $DEB_VERSION is no longer in the archive; fetching its current revision"
+    spec=kubernetes-client
+  fi
+  (cd "$dl" && apt-get source -qq "$spec" 2>&1 \
     | grep -v -e 'unsandboxed as root' -e '^dpkg-source: info' >&2 || true)
   local tree
   tree=$(find "$dl" -mindepth 1 -maxdepth 1 -type d -name 'kubernetes-*' | head -n1)
