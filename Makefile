@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-TEST_EXTRAS := dev,torch,sim
+TEST_EXTRAS := dev,torch,sim,k8s
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint fmt install install-dev bench clean

@@ -9,7 +9,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 __all__ = ["free_port", "require_all", "skip_or_fail", "wait_for"]
 
@@ -51,7 +51,7 @@ def require_all() -> bool:
     return os.environ.get("MUSTER_TEST_REQUIRE_ALL", "") not in ("", "0", "false")
 
 
-def skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> NoReturn:
     """Skip the calling test with ``reason``, or fail it when every program is required."""
     import pytest
 
