@@ -63,14 +63,15 @@ class _Outcome:
     placement: GangPlacement | None = None
     targets: list[Target] = field(default_factory=list)
     evals: list[Assignment] = field(default_factory=list)
-    failures: list[PlacementFailure] = field(default_factory=list)
+    failures: list[tuple[Assignment, PlacementFailure]] = field(default_factory=list)
 
 
 class _Admitter:
     def __init__(self, cycle: Cycle) -> None:
         self.c = cycle
         self.d: Decisions = cycle.decisions
-        self._plans: dict[int, FlavorPlan] = {}
+        self._plans: dict[tuple, FlavorPlan] = {}
+        self._sigs: dict[int, tuple] = {}
         self._fail_cache: dict[tuple, tuple[tuple, Pending]] = {}
         self._epoch = 0  # bumps whenever capacity or candidates may have been freed
         self._root_epoch: dict[int, int] = {}
@@ -124,6 +125,9 @@ class _Admitter:
 
     def _head_key(self, w: PendingWorkload) -> tuple:
         node = self.c.tree.queues[w.queue]
+        if self._cached_failure(w, node) is not None:
+            # it will stay pending whatever comes first; let the others go ahead
+            return (float("inf"), *queue_key(w))
         plan = self._plan(w, node)
         a = None
         if plan.admissible:
@@ -154,10 +158,8 @@ class _Admitter:
                 w, R.NO_MATCHING_FLAVOR, msg + "; change the node selector or tolerations, or add a flavor"
             )
             return False
-        key = self._cache_key(w, node)
-        hit = self._fail_cache.get(key)
-        if hit is not None and hit[0] == self._epochs(node):
-            cached = hit[1]
+        cached = self._cached_failure(w, node)
+        if cached is not None:
             self.d.pending.append(Pending(w, cached.reason, cached.message, cached.details))
             return False
         counts = [ps.count for ps in w.pod_sets]
@@ -170,9 +172,9 @@ class _Admitter:
         if out.kind == "preempt":
             self._claim(w, node, out)
             return False
-        pending = self._fail_reason(w, node, out)
+        pending = self._fail_reason(w, node, plan, out)
         self.d.pending.append(pending)
-        self._fail_cache[key] = (self._epochs(node), pending)
+        self._fail_cache[self._sig(w, node)] = (self._epochs(node), pending)
         return False
 
     def _attempt(
@@ -189,13 +191,13 @@ class _Admitter:
                 (deferred if a.borrow and cq.when_can_borrow == "TryNextFlavor" else fits).append(a)
             elif a.mode == Mode.PREEMPT and cq.when_can_preempt == "MayStopSearch":
                 break
-        failures: list[PlacementFailure] = []
+        failures: list[tuple[Assignment, PlacementFailure]] = []
         failed: set[int] = set()
         for a in fits + deferred:
-            placed = self._place(w, plan, a)
+            placed = self._place(w, plan, a, explain=False)
             if isinstance(placed, GangPlacement):
                 return _Outcome("admit", a, placed, evals=evals)
-            failures.append(placed)
+            failures.append((a, placed))
             failed.add(id(a))
         if preempt:
             for a in evals:
@@ -212,11 +214,13 @@ class _Admitter:
                     c.restore(t.info)
         return _Outcome("fail", evals=evals, failures=failures)
 
-    def _place(self, w: PendingWorkload, plan: FlavorPlan, a: Assignment) -> GangPlacement | PlacementFailure:
+    def _place(
+        self, w: PendingWorkload, plan: FlavorPlan, a: Assignment, explain: bool = True
+    ) -> GangPlacement | PlacementFailure:
         placer = self.c.placer
         if placer is None:
             return GangPlacement()
-        return placer.place(self._items(w, plan, a))
+        return placer.place(self._items(w, plan, a), explain)
 
     def _items(self, w: PendingWorkload, plan: FlavorPlan, a: Assignment) -> list[GangItem]:
         c = self.c
@@ -235,7 +239,8 @@ class _Admitter:
                 if level not in levels:
                     levels = (level,)
                 topology = (levels, level, ps.topology_required is not None)
-            out.append(GangItem(c.placer.spec(ps, flavors), a.counts[i], topology))
+            shape = self._sig(w, c.tree.queues[w.queue])[4][i]
+            out.append(GangItem(c.placer.spec(ps, flavors, shape), a.counts[i], topology))
         return out
 
     # -- partial admission ----------------------------------------------------------------
@@ -290,8 +295,7 @@ class _Admitter:
     def _claim(self, w: PendingWorkload, node: QuotaNode, out: _Outcome) -> None:
         a = out.assignment
         assert a is not None
-        for t in out.targets:
-            self.c.forget(t.info)
+        for t in out.targets:  # victims stay removed: candidate scans skip them
             self.d.preempted.append(Preemption(t.info.wl, t.reason, w))
         self.c.tree.add_usages(node, a.usage)  # the preemptor keeps its claim for the cycle
         self._epoch += 1
@@ -330,10 +334,17 @@ class _Admitter:
 
     # -- reasons --------------------------------------------------------------------------
 
-    def _fail_reason(self, w: PendingWorkload, node: QuotaNode, out: _Outcome) -> Pending:
+    def _fail_reason(self, w: PendingWorkload, node: QuotaNode, plan: FlavorPlan, out: _Outcome) -> Pending:
         if out.failures:
-            f = out.failures[0]
-            return Pending(w, f.code, f.message, f.details)
+            # placement failed quietly (it is cheaper, and preemption might have helped):
+            # place the first assignment again to explain why, against the same state
+            first, f = out.failures[0]
+            again = self._place(w, plan, first)
+            if isinstance(again, GangPlacement):  # only seeded ties differ: keep the quiet failure
+                self.c.placer.release(again)  # type: ignore[union-attr]
+            else:
+                f = again
+            return Pending(w, f.code, f.message or "no node can take the gang", f.details)
         evals = out.evals
         quota_limited = next((a for a in evals if not a.exceeds_max), None)
         if quota_limited is None and evals:
@@ -349,33 +360,50 @@ class _Admitter:
     # -- caches ---------------------------------------------------------------------------
 
     def _plan(self, w: PendingWorkload, node: QuotaNode) -> FlavorPlan:
-        plan = self._plans.get(id(w))
+        """Flavor plans are shared by workloads of the same shape in the same queue."""
+        sig = self._sig(w, node)
+        plan = self._plans.get(sig)
         if plan is None:
-            plan = self._plans[id(w)] = FlavorPlan(node.cq, w.pod_sets, self.c.flavors)  # type: ignore[arg-type]
+            plan = self._plans[sig] = FlavorPlan(node.cq, w.pod_sets, self.c.flavors)  # type: ignore[arg-type]
         return plan
 
-    def _cache_key(self, w: PendingWorkload, node: QuotaNode) -> tuple:
+    def _cached_failure(self, w: PendingWorkload, node: QuotaNode) -> Pending | None:
+        """The outcome of an identical workload that failed since capacity last grew."""
+        hit = self._fail_cache.get(self._sig(w, node))
+        if hit is not None and hit[0] == self._epochs(node):
+            return hit[1]
+        return None
+
+    def _sig(self, w: PendingWorkload, node: QuotaNode) -> tuple:
+        """Everything about a workload that decides its outcome, but its identity."""
+        sig = self._sigs.get(id(w))
+        if sig is not None:
+            return sig
         within = node.cq.preemption.within_cluster_queue  # type: ignore[union-attr]
         shape = tuple(
-            (
-                ps.count,
-                ps.min_count,
-                tuple(sorted(ps.requests.items())),
-                ps.gpus,
-                ps.gpu_milli,
-                ps.gpu_memory,
-                ps.gpu_models,
-                tuple(sorted(ps.node_selector.items())),
-                ps.node_affinity,
-                ps.tolerations,
-                ps.topology_required,
-                ps.topology_preferred,
-                ps.anti_affinity,
-            )
-            for ps in w.pod_sets
+            [
+                (
+                    ps.name,
+                    ps.count,
+                    ps.min_count,
+                    tuple(ps.requests.items()),
+                    ps.gpus,
+                    ps.gpu_milli,
+                    ps.gpu_memory,
+                    ps.gpu_models,
+                    tuple(ps.node_selector.items()) if ps.node_selector else (),
+                    ps.node_affinity,
+                    ps.tolerations,
+                    ps.topology_required,
+                    ps.topology_preferred,
+                    ps.anti_affinity,
+                )
+                for ps in w.pod_sets
+            ]
         )
         ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
-        return (node.name, w.priority, w.can_preempt, ts, shape)
+        sig = self._sigs[id(w)] = (node.name, w.priority, w.can_preempt, ts, shape)
+        return sig
 
     def _epochs(self, node: QuotaNode) -> tuple[int, int]:
         return (self._epoch, self._root_epoch.get(id(node.root()), 0))

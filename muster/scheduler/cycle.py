@@ -9,8 +9,7 @@ them back, so simulations leave no trace.
 
 from __future__ import annotations
 
-from bisect import insort
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from muster.scheduler.policy import Policy, TypicalPod
 from muster.scheduler.quota import FR, QuotaNode, QuotaTree, workload_usage
 from muster.scheduler.snapshot import CPU, AdmittedWorkload, Flavor, Snapshot, SnapshotError
 
-__all__ = ["AdmittedInfo", "Cycle", "PodArrays"]
+__all__ = ["AdmittedInfo", "Bucket", "Cycle", "VictimIndex"]
 
 
 class AdmittedInfo:
@@ -44,9 +43,7 @@ class AdmittedInfo:
         if table is None:
             return
         for ps in wl.pod_sets:
-            items = [(table.res_index[r], v) for r, v in ps.requests.items() if v and r in table.res_index]
-            cols = np.array([c for c, _ in items], dtype=np.intp)
-            vals = np.array([v for _, v in items], dtype=np.int64)
+            cols, vals, _ = table.request_columns(ps.requests)
             for pod in ps.pods:
                 node = table.index.get(pod.node)
                 if node is None:
@@ -60,62 +57,89 @@ class AdmittedInfo:
         return not self.frs.isdisjoint(frs)
 
 
-class PodArrays:
-    """Admitted workloads' pods as arrays, for finding nodes that preemption could free."""
+class Bucket:
+    """Pods of admitted workloads sharing queue, priority, preemptibility and
+    flavor-resources, summed per node: what evicting all of them would free."""
 
-    __slots__ = (
-        "cq_id",
-        "frbit",
-        "frmask",
-        "pd_dev",
-        "pd_milli",
-        "pd_node",
-        "pd_wl",
-        "pod_node",
-        "pod_res",
-        "pod_wl",
-        "preemptible",
-        "prio",
-        "qtime",
-    )
+    __slots__ = ("count", "cq", "dev", "frs", "preemptible", "priority", "res")
 
-    def __init__(self, infos: list[AdmittedInfo], queue_ids: dict[str, int], table: NodeTable) -> None:
-        frs = sorted({fr for i in infos for fr in i.frs})
-        self.frbit = {fr: k for k, fr in enumerate(frs[:63])}
-        self.prio = np.array([i.wl.priority for i in infos], dtype=np.int64)
-        self.qtime = np.array([i.wl.creation_time for i in infos], dtype=np.float64)
-        self.cq_id = np.array([queue_ids[i.cq.name] for i in infos], dtype=np.int64)
-        self.preemptible = np.array([i.wl.preemptible for i in infos], dtype=bool)
-        self.frmask = np.array(
-            [sum(1 << self.frbit[fr] for fr in i.frs if fr in self.frbit) or -1 for i in infos],
-            dtype=np.int64,
-        )
-        pod_node, pod_wl, res_rows = [], [], []
-        pd_node, pd_dev, pd_milli, pd_wl = [], [], [], []
-        nres = len(table.resources)
-        for i in infos:
-            for node, cols, vals, devices, milli, _tag in i.pods:
-                pod_node.append(node)
-                pod_wl.append(i.index)
-                row = np.zeros(nres, dtype=np.int64)
-                row[cols] = vals
-                res_rows.append(row)
-                for d in devices:
-                    pd_node.append(node)
-                    pd_dev.append(d)
-                    pd_milli.append(milli)
-                    pd_wl.append(i.index)
-        self.pod_node = np.array(pod_node, dtype=np.intp)
-        self.pod_wl = np.array(pod_wl, dtype=np.intp)
-        self.pod_res = np.array(res_rows, dtype=np.int64).reshape(len(res_rows), nres)
-        self.pd_node = np.array(pd_node, dtype=np.intp)
-        self.pd_dev = np.array(pd_dev, dtype=np.intp)
-        self.pd_milli = np.array(pd_milli, dtype=np.int64)
-        self.pd_wl = np.array(pd_wl, dtype=np.intp)
+    def __init__(self, key: tuple, n: int, nres: int, g: int) -> None:
+        self.cq, self.priority, self.preemptible, self.frs = key
+        self.count = np.zeros(n, dtype=np.int64)
+        self.res = np.zeros((n, nres), dtype=np.int64)
+        self.dev = np.zeros((n, g), dtype=np.int64)
 
-    def fr_mask(self, frs: set[FR] | frozenset[FR]) -> int:
-        bits = [self.frbit.get(fr) for fr in frs]
-        return -1 if any(b is None for b in bits) else sum(1 << b for b in bits)  # type: ignore[operator]
+
+class VictimIndex:
+    """Where admitted workloads run, for preemption's node phase: per node the workloads
+    on it, and :class:`Bucket` sums kept current as workloads are removed and restored."""
+
+    __slots__ = ("_delta", "_infos", "bucket_of", "buckets", "node_infos", "table")
+
+    def __init__(self, infos: list[AdmittedInfo], table: NodeTable) -> None:
+        self.table = table
+        n, nres, g = len(table), len(table.resources), table.gpu_free.shape[1]
+        self.node_infos: list[list[AdmittedInfo]] = [[] for _ in range(n)]
+        self.buckets: dict[tuple, Bucket] = {}
+        self.bucket_of: list[Bucket] = []
+        self._delta: dict[int, int] = {}  # info index -> net sign not yet in the sums
+        for info in infos:
+            w = info.wl
+            key = (info.cq.name, w.priority, w.preemptible, info.frs)
+            b = self.buckets.get(key)
+            if b is None:
+                b = self.buckets[key] = Bucket(key, n, nres, g)
+            self.bucket_of.append(b)
+            for node in dict.fromkeys(p[0] for p in info.pods):
+                self.node_infos[node].append(info)
+            if not info.removed:
+                self._apply(info, 1)
+        self._infos = infos
+
+    def update(self, info: AdmittedInfo, sign: int) -> None:
+        """Record a removal (-1) or restore (+1); sums catch up lazily, so the
+        remove/restore pairs of fill-back cost nothing."""
+        net = self._delta.get(info.index, 0) + sign
+        if net:
+            self._delta[info.index] = net
+        else:
+            self._delta.pop(info.index, None)
+
+    def _flush(self) -> None:
+        for index, sign in self._delta.items():
+            self._apply(self._infos[index], sign)
+        self._delta.clear()
+
+    def _apply(self, info: AdmittedInfo, sign: int) -> None:
+        b = self.bucket_of[info.index]
+        for node, cols, vals, devices, milli, _tag in info.pods:
+            b.count[node] += sign
+            if len(cols):
+                b.res[node, cols] += sign * vals
+            if devices:
+                b.dev[node, list(devices)] += sign * milli
+
+    def aggregate(
+        self, ok: Callable[[Bucket], bool], cols: np.ndarray, gpus: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per node, over the buckets ``ok`` accepts: pods, freed resources in ``cols``,
+        freed milli per device, and the highest priority among them (min int if none)."""
+        self._flush()
+        n = len(self.table)
+        count = np.zeros(n, dtype=np.int64)
+        res = np.zeros((n, len(cols)), dtype=np.int64)
+        dev = np.zeros_like(self.table.gpu_free) if gpus else None
+        top = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        for b in self.buckets.values():
+            if not ok(b):
+                continue
+            count += b.count
+            if len(cols):
+                res += b.res[:, cols]
+            if dev is not None:
+                dev += b.dev
+            top = np.where(b.count > 0, np.maximum(top, b.priority), top)
+        return count, res, dev, top  # type: ignore[return-value]
 
 
 class Cycle:
@@ -126,27 +150,34 @@ class Cycle:
         self.policy = policy
         self.fair = policy.fair_sharing
         self.flavors: dict[str, Flavor] = {f.name: f for f in snapshot.flavors}
-        self.tree = QuotaTree(snapshot)
+        self.tree = QuotaTree(snapshot, with_admitted=False)
         self.rng = np.random.default_rng(policy.seed)
         self.decisions = Decisions()
         self.table: NodeTable | None = None
         self.placer: Placer | None = None
         if snapshot.nodes is not None:
             self.table = as_table(snapshot.nodes).copy()
-            self.placer = Placer(self.table, policy, self.rng, policy.typical_pods or _typical_from(snapshot))
+            typical = policy.typical_pods
+            if policy.placement == "fgd" and not typical:
+                typical = _typical_from(snapshot)
+            self.placer = Placer(self.table, policy, self.rng, typical)
         self.infos: list[AdmittedInfo] = []
         self.by_cq: dict[str, list[AdmittedInfo]] = {name: [] for name in self.tree.queues}
         self.evicted_by_cq: dict[str, list[AdmittedInfo]] = {name: [] for name in self.tree.queues}
         for w in snapshot.admitted:
-            info = AdmittedInfo(w, len(self.infos), self.tree.queues[w.queue], self.table)
+            node = self.tree.queues.get(w.queue)
+            if node is None:
+                raise SnapshotError(
+                    f"admitted workload {w.namespace}/{w.name}: unknown cluster queue {w.queue}"
+                )
+            info = AdmittedInfo(w, len(self.infos), node, self.table)
+            self.tree.add_usages(node, info.usage)
             self.infos.append(info)
             target = self.evicted_by_cq if w.evicted else self.by_cq
             target[w.queue].append(info)
         for lst in (*self.by_cq.values(), *self.evicted_by_cq.values()):
             lst.sort(key=lambda i: i.key)
-        self.queue_ids = {name: k for k, name in enumerate(self.tree.queues)}
-        self._pod_arrays: PodArrays | None = None
-        self.removed = np.zeros(len(self.infos), dtype=bool)
+        self._victims: VictimIndex | None = None
 
     def flavor(self, name: str) -> Flavor:
         f = self.flavors.get(name)
@@ -154,11 +185,12 @@ class Cycle:
             f = self.flavors[name] = Flavor(name)
         return f
 
-    def pod_arrays(self) -> PodArrays:
-        if self._pod_arrays is None:
+    def victims(self) -> VictimIndex:
+        """The node-phase index of admitted workloads (built on first use)."""
+        if self._victims is None:
             assert self.table is not None
-            self._pod_arrays = PodArrays(self.infos, self.queue_ids, self.table)
-        return self._pod_arrays
+            self._victims = VictimIndex(self.infos, self.table)
+        return self._victims
 
     def candidates_of(self, cq: str, evicted: bool) -> list[AdmittedInfo]:
         return (self.evicted_by_cq if evicted else self.by_cq)[cq]
@@ -184,15 +216,8 @@ class Cycle:
             for node, cols, vals, devices, milli, tag in info.pods:
                 charge(node, cols, vals, devices, milli, tag)
         info.removed = sign < 0
-        self.removed[info.index] = sign < 0
-
-    def forget(self, info: AdmittedInfo) -> None:
-        """Drop a removed workload from the candidate index (it was preempted for good)."""
-        lst = self.candidates_of(info.cq.name, info.wl.evicted)
-        lst.remove(info)
-
-    def add_candidate(self, info: AdmittedInfo) -> None:
-        insort(self.candidates_of(info.cq.name, info.wl.evicted), info, key=lambda i: i.key)
+        if self._victims is not None:
+            self._victims.update(info, sign)
 
 
 def _typical_from(snapshot: Snapshot) -> tuple[TypicalPod, ...]:

@@ -203,10 +203,5 @@ def as_table(nodes: list[Node] | NodeTable) -> NodeTable:
 
 
 def _cols(table: NodeTable, requests: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    items = [(table.res_index[r], v) for r, v in requests.items() if v and r in table.res_index]
-    if not items:
-        return _EMPTY, _EMPTY
-    return np.array([c for c, _ in items], dtype=np.intp), np.array([v for _, v in items], dtype=np.int64)
-
-
-_EMPTY = np.zeros(0, dtype=np.int64)
+    cols, vals, _ = table.request_columns(requests)
+    return cols, vals

@@ -79,7 +79,7 @@ class Assignment:
 class FlavorPlan:
     """The eligible flavors of one workload's pod sets in one cluster queue."""
 
-    __slots__ = ("choices", "cq", "errors", "no_match", "pod_sets", "slots")
+    __slots__ = ("_combos", "choices", "cq", "errors", "no_match", "per_pod", "pod_sets", "slots")
 
     def __init__(self, cq: ClusterQueue, pod_sets: list[PodSet], flavors: dict[str, Flavor]) -> None:
         self.cq = cq
@@ -117,6 +117,8 @@ class FlavorPlan:
                     self.no_match.append(f"pod set {ps.name}: " + "; ".join(why))
                 self.slots.append((pi, tuple(resources), eligible))
         self.choices = [s[2] for s in self.slots]
+        self.per_pod = [ps.quota_requests() for ps in pod_sets]
+        self._combos = list(islice(product(*self.choices), MAX_ASSIGNMENTS))
 
     @property
     def admissible(self) -> bool:
@@ -124,7 +126,7 @@ class FlavorPlan:
 
     def combos(self) -> list[tuple[str, ...]]:
         """Flavor choices per slot in preference order, at most :data:`MAX_ASSIGNMENTS`."""
-        return list(islice(product(*self.choices), MAX_ASSIGNMENTS))
+        return self._combos
 
     def evaluate(
         self, tree: QuotaTree, node: QuotaNode, combo: tuple[str, ...], counts: list[int], fair: bool
@@ -133,7 +135,7 @@ class FlavorPlan:
         flavors: list[dict[str, str]] = [{} for _ in self.pod_sets]
         usage: dict[FR, int] = {}
         for (pi, resources, _), fname in zip(self.slots, combo, strict=True):
-            per_pod = self.pod_sets[pi].quota_requests()
+            per_pod = self.per_pod[pi]
             for res in resources:
                 flavors[pi][res] = fname
                 fr = (fname, res)

@@ -42,6 +42,7 @@ class NodeTable:
     """
 
     __slots__ = (
+        "_col_cache",
         "_label_cache",
         "alloc",
         "free",
@@ -134,6 +135,7 @@ class NodeTable:
         t.taint_group = taint_group
         t.gpu_tags = np.zeros((n, GPU_TAGS), dtype=np.int32)
         t._label_cache = {}
+        t._col_cache = {}
         t._derive_all()
         return t
 
@@ -173,6 +175,19 @@ class NodeTable:
     def resource_col(self, resource: str) -> int:
         """Column of ``resource``, or -1 when no node has it."""
         return self.res_index.get(resource, -1)
+
+    def request_columns(self, requests: dict[str, int]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """Columns and amounts of a pod's non-zero requests (GPUs excluded), and the
+        requested resources no node has."""
+        key = tuple(requests.items())
+        hit = self._col_cache.get(key)
+        if hit is None:
+            items = [(self.res_index[r], v) for r, v in key if v and r != GPU and r in self.res_index]
+            missing = tuple(r for r, v in key if v and r != GPU and r not in self.res_index)
+            cols = np.array([c for c, _ in items], dtype=np.intp)
+            vals = np.array([v for _, v in items], dtype=np.int64)
+            hit = self._col_cache[key] = (cols, vals, missing)
+        return hit
 
     # -- mutation -------------------------------------------------------------------------
 

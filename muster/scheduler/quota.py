@@ -110,9 +110,10 @@ class QuotaNode:
 
 
 class QuotaTree:
-    """The cohort forest of one snapshot, with usage from its admitted workloads."""
+    """The cohort forest of one snapshot, with usage from its admitted workloads (unless
+    ``with_admitted`` is False: the caller then adds it)."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, with_admitted: bool = True) -> None:
         self.queues: dict[str, QuotaNode] = {}
         self.cohorts: dict[str, QuotaNode] = {}
         self._pa_cache: dict[tuple[int, FR], float] = {}
@@ -142,7 +143,7 @@ class QuotaTree:
         for cq in snapshot.cluster_queues:
             for fr, v in cq.usage.items():
                 self.add_usage(self.queues[cq.name], fr, v)
-        for w in snapshot.admitted:
+        for w in snapshot.admitted if with_admitted else ():
             node = self.queues.get(w.queue)
             if node is None:
                 raise SnapshotError(

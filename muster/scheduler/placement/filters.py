@@ -39,17 +39,7 @@ class PodSpec:
 
     @classmethod
     def build(cls, table: NodeTable, pod_set: PodSet, flavors: Sequence[Flavor]) -> PodSpec:
-        items, missing = [], []
-        for r, v in pod_set.requests.items():
-            if not v or r == GPU:
-                continue
-            c = table.resource_col(r)
-            if c < 0:
-                missing.append(r)
-            else:
-                items.append((c, v))
-        cols = np.array([c for c, _ in items], dtype=np.intp)
-        vals = np.array([v for _, v in items], dtype=np.int64)
+        cols, vals, missing = table.request_columns(pod_set.requests)
         milli = pod_set.gpu_milli if pod_set.gpus else 0
         key = (
             tuple(sorted(pod_set.node_selector.items())),
@@ -65,7 +55,7 @@ class PodSpec:
             tuple(flavors),
             cols,
             vals,
-            tuple(missing),
+            missing,
             pod_set.gpus,
             milli,
             gpu_tag(pod_set.gpus, milli),
@@ -158,11 +148,14 @@ def model_mask(table: NodeTable, spec: PodSpec) -> np.ndarray:
 
 def dynamic_mask(table: NodeTable, spec: PodSpec, nodes: np.ndarray | None = None) -> np.ndarray:
     """Which nodes (all, or those in ``nodes``) have room for the pod now."""
-    free = table.free if nodes is None else table.free[nodes]
-    size = len(table) if nodes is None else len(nodes)
-    mask = np.ones(size, dtype=bool)
-    for c, v in zip(spec.cols.tolist(), spec.vals.tolist(), strict=True):
-        mask &= free[:, c] >= v
+    if nodes is None:
+        mask = np.ones(len(table), dtype=bool)
+        for c, v in zip(spec.cols.tolist(), spec.vals.tolist(), strict=True):
+            mask &= table.free[:, c] >= v
+    elif len(spec.cols):
+        mask = (table.free[np.ix_(nodes, spec.cols)] >= spec.vals).all(axis=1)
+    else:
+        mask = np.ones(len(nodes), dtype=bool)
     if spec.gpus:
         if spec.is_share:
             max_free = table.max_free if nodes is None else table.max_free[nodes]

@@ -94,8 +94,10 @@ class Placer:
 
     # -- specs and masks ------------------------------------------------------------------
 
-    def spec(self, pod_set: PodSet, flavors: Sequence[Flavor]) -> PodSpec:
-        key = (id(pod_set), tuple(f.name for f in flavors))
+    def spec(self, pod_set: PodSet, flavors: Sequence[Flavor], shape: tuple | None = None) -> PodSpec:
+        """The pod spec of ``pod_set`` under ``flavors``; pod sets with the same ``shape``
+        (all that decides placement) share one."""
+        key = (shape if shape is not None else id(pod_set), tuple(f.name for f in flavors))
         hit = self._specs.get(key)
         if hit is None:
             hit = self._specs[key] = PodSpec.build(self.table, pod_set, flavors)
@@ -118,7 +120,10 @@ class Placer:
         if entry.pos < 0 or len(log) - entry.pos > len(table) // 8:
             self._score_rows(spec, entry, np.arange(len(table)))
         elif entry.pos < len(log):
-            changed = np.unique(np.asarray(log[entry.pos :], dtype=np.intp))
+            tail = log[entry.pos :]
+            changed = (
+                np.fromiter(set(tail), dtype=np.intp) if len(tail) > 1 else np.array(tail, dtype=np.intp)
+            )
             self._score_rows(spec, entry, changed)
         entry.pos = len(log)
         return entry.scores
@@ -143,8 +148,9 @@ class Placer:
 
     # -- gangs ----------------------------------------------------------------------------
 
-    def place(self, items: Sequence[GangItem]) -> GangPlacement | PlacementFailure:
-        """Bind every pod of the gang, or none (then say why)."""
+    def place(self, items: Sequence[GangItem], explain: bool = True) -> GangPlacement | PlacementFailure:
+        """Bind every pod of the gang, or none (then say why; with ``explain`` False the
+        failure only names the pod that found no node, which is cheaper)."""
         placement = GangPlacement()
         anti = (
             np.zeros(len(self.table), dtype=bool)
@@ -157,7 +163,7 @@ class Placer:
             spec = item.spec
             excl = anti if spec.pod_set.anti_affinity else None
             if item.topology is not None and item.count:
-                failure = self._place_topology(ii, item, placement, excl, total)
+                failure = self._place_topology(ii, item, placement, excl, total, explain)
                 if failure is not None:
                     self.release(placement)
                     return failure
@@ -165,7 +171,11 @@ class Placer:
             for k in range(item.count):
                 node = self.best_node(spec, excl)
                 if node < 0:
-                    failure = self._explain(spec, k, excl, len(placement.pods), total)
+                    failure = (
+                        self._explain(spec, k, excl, len(placement.pods), total)
+                        if explain
+                        else PlacementFailure("InsufficientResources", "", spec=spec)
+                    )
                     self.release(placement)
                     return failure
                 self._bind(ii, spec, node, placement)
@@ -198,7 +208,13 @@ class Placer:
         placement.pods.append(BoundPod(item, spec, node, devices, milli))
 
     def _place_topology(
-        self, ii: int, item: GangItem, placement: GangPlacement, excl: np.ndarray | None, total: int
+        self,
+        ii: int,
+        item: GangItem,
+        placement: GangPlacement,
+        excl: np.ndarray | None,
+        total: int,
+        explain: bool,
     ) -> PlacementFailure | None:
         spec = item.spec
         levels, level, required = item.topology  # type: ignore[misc]
@@ -208,6 +224,8 @@ class Placer:
         cap = node_capacity(self.table, spec, mask, excl is not None)
         plan = plan_topology(self.table, cap, levels, level, required, item.count)
         if isinstance(plan, TopologyFailure):
+            if not explain:
+                return PlacementFailure("TopologyUnsatisfiable", "", spec=spec)
             if int(cap.sum()) < item.count:
                 return self._explain(spec, int(cap.sum()), excl, len(placement.pods), total)
             kind = "required" if required else "preferred"

@@ -42,13 +42,26 @@ class ScoreContext:
     """What scores need besides the node table: the policy and, for fgd, the frag model
     with a per-node cache of F before placement."""
 
-    __slots__ = ("frag", "frag_cache", "frag_pos", "policy")
+    __slots__ = ("_inverse", "frag", "frag_cache", "frag_pos", "policy")
 
     def __init__(self, policy: Policy, frag: FragModel | None) -> None:
         self.policy = policy
         self.frag = frag
         self.frag_cache: np.ndarray | None = None
         self.frag_pos = 0
+        self._inverse: tuple[np.ndarray, np.ndarray] | None = None
+
+    def inverse_capacity(self, table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
+        """1/allocatable per node and resource and 1/GPU milli capacity (0 where none)."""
+        if self._inverse is None:
+            alloc = table.alloc.astype(np.float64)
+            gpu = (table.gpu_total * GPU_MILLI).astype(np.float64)
+            with np.errstate(divide="ignore"):
+                self._inverse = (
+                    np.where(alloc > 0, 1.0 / np.where(alloc > 0, alloc, 1), 0.0),
+                    np.where(gpu > 0, 1.0 / np.where(gpu > 0, gpu, 1), 0.0),
+                )
+        return self._inverse
 
     def frag_before(self, table: NodeTable, idx: np.ndarray) -> np.ndarray:
         """F(n) now, kept current from the table's change log."""
@@ -74,36 +87,31 @@ def _pod_gpu(spec: PodSpec, table: NodeTable, idx: np.ndarray) -> np.ndarray | i
     return spec.gpus * spec.node_milli(table, idx) if spec.gpus else 0
 
 
-def _allocated_fractions(
-    table: NodeTable, idx: np.ndarray, spec: PodSpec
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(free after placing, capacity) for each resource the pod asks for."""
-    out = []
-    for c, v in zip(spec.cols.tolist(), spec.vals.tolist(), strict=True):
-        out.append((table.free[idx, c] - v, table.alloc[idx, c]))
-    if spec.gpus:
-        out.append((table.free_milli[idx] - _pod_gpu(spec, table, idx), table.gpu_total[idx] * GPU_MILLI))
-    return out
-
-
 def binpack(table: NodeTable, idx: np.ndarray, spec: PodSpec, ctx: ScoreContext) -> np.ndarray:
-    return _mean_fraction(table, idx, spec, allocated=True)
+    return _mean_fraction(table, idx, spec, ctx, allocated=True)
 
 
 def spread(table: NodeTable, idx: np.ndarray, spec: PodSpec, ctx: ScoreContext) -> np.ndarray:
-    return _mean_fraction(table, idx, spec, allocated=False)
+    return _mean_fraction(table, idx, spec, ctx, allocated=False)
 
 
-def _mean_fraction(table: NodeTable, idx: np.ndarray, spec: PodSpec, allocated: bool) -> np.ndarray:
-    """Mean over requested resources of the allocated (or free) fraction after placing."""
-    parts = _allocated_fractions(table, idx, spec)
+def _mean_fraction(
+    table: NodeTable, idx: np.ndarray, spec: PodSpec, ctx: ScoreContext, allocated: bool
+) -> np.ndarray:
+    """Mean, over the resources the pod asks for, of the fraction free after placing it
+    (spread), or allocated after placing it (binpack)."""
+    parts = len(spec.cols) + (1 if spec.gpus else 0)
     if not parts:
         return np.zeros(len(idx))
-    total = np.zeros(len(idx))
-    for free_after, cap in parts:
-        part = cap - free_after if allocated else free_after
-        total += np.where(cap > 0, part / np.where(cap > 0, cap, 1), 0.0)
-    return total / len(parts)
+    inv_alloc, inv_gpu = ctx.inverse_capacity(table)
+    free = 0.0
+    if len(spec.cols):
+        sub = np.ix_(idx, spec.cols)
+        free = ((table.free[sub] - spec.vals) * inv_alloc[sub]).sum(axis=1)
+    if spec.gpus:
+        free = free + (table.free_milli[idx] - _pod_gpu(spec, table, idx)) * inv_gpu[idx]
+    mean_free = free / parts
+    return 1.0 - mean_free if allocated else mean_free
 
 
 def random_score(table: NodeTable, idx: np.ndarray, spec: PodSpec, ctx: ScoreContext) -> np.ndarray:

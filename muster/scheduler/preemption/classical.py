@@ -6,9 +6,9 @@ evicted priority, evicted same-queue, then hierarchical, priority and same-queue
 fits in (it has the stronger claim); *priority* candidates are other borrowing queues'
 workloads, preemptible by priority under ``reclaimWithinCohort``. Attempts with and
 without borrowing are tried in Kueue's order; in each, candidates are removed one by one
-until the preemptor's quota fits, then (with nodes) victims are added node by node until
-its gang has a placement, and finally victims are added back, newest-removed-but-one
-first, while everything still fits.
+until the preemptor's quota fits -- with nodes, first victims are added node by node
+until its gang has a placement (they free quota too) -- and finally victims are added
+back, newest-removed-but-one first, while everything still fits.
 """
 
 from __future__ import annotations
@@ -53,8 +53,11 @@ def classical_targets(ctx: PreemptionCtx) -> list[Target] | None:
     node_rules = Rules(ctx, rules.other, frs=ctx.usage_frs)
     for allow_borrowing in attempts:
         targets: list[Target] = []
-        ok = ctx.quota_fits(allow_borrowing)
-        if not ok:
+        # nodes first: victims that make room on a node also free quota, so starting
+        # with them avoids scattered quota victims that fill-back would only undo
+        ok = free_nodes(ctx, node_rules, targets, allow_borrowing)
+        if ok and not ctx.quota_fits(allow_borrowing):
+            ok = False
             for info, variant in _iterate(cyc, rules):
                 if not rules.valid(info, variant, allow_borrowing):
                     continue
@@ -63,8 +66,6 @@ def classical_targets(ctx: PreemptionCtx) -> list[Target] | None:
                 if ctx.quota_fits(allow_borrowing):
                     ok = True
                     break
-        if ok:
-            ok = free_nodes(ctx, node_rules, targets, allow_borrowing)
         if not ok or not targets:
             restore_all(cyc, targets)
             continue

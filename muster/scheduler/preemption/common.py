@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from muster.scheduler.cycle import AdmittedInfo, Cycle
+from muster.scheduler.cycle import AdmittedInfo, Bucket, Cycle
 from muster.scheduler.flavors import Assignment
 from muster.scheduler.placement.filters import PodSpec, dynamic_mask
 from muster.scheduler.placement.gang import GangItem, GangPlacement, PlacementFailure
@@ -94,7 +94,7 @@ class PreemptionCtx:
         placer = self.cycle.placer
         if placer is None:
             return None
-        result = placer.place(self.items)
+        result = placer.place(self.items, explain=False)
         if isinstance(result, GangPlacement):
             placer.release(result)
             return None
@@ -183,42 +183,34 @@ class Rules:
             return None
         return REASONS[variant]
 
-    def mask(self, allow_borrowing: bool) -> np.ndarray:
-        """A vectorised superset filter of :meth:`reason` over all admitted workloads."""
-        cyc = self.ctx.cycle
-        pa = cyc.pod_arrays()
-        wl = self.ctx.wl
-        own_id = cyc.queue_ids[self.ctx.cq.name]
-        own = pa.cq_id == own_id
-        ok_own = own & _policy_vec(self.own_policy, pa.prio, pa.qtime, wl)
-        nq = len(cyc.queue_ids)
-        cq_ok = np.zeros(nq, dtype=bool)
-        cq_adv = np.zeros(nq, dtype=bool)
-        for name, (_lca, adv) in self.other.items():
-            node = cyc.tree.queues[name]
-            if not node.within_nominal(self.frs):
-                cq_ok[cyc.queue_ids[name]] = True
-                cq_adv[cyc.queue_ids[name]] = adv
-        ok_other = ~own & cq_ok[pa.cq_id] & _policy_vec(self.reclaim_policy, pa.prio, pa.qtime, wl)
-        if allow_borrowing:
-            p = self.ctx.cq.cq.preemption  # type: ignore[union-attr]
-            while_borrowing = np.zeros(len(pa.prio), dtype=bool)
-            if p.borrow_within_cohort != "Never":
-                while_borrowing = pa.prio < wl.priority
-                if p.max_priority_threshold is not None:
-                    while_borrowing &= pa.prio <= p.max_priority_threshold
-            ok_other &= cq_adv[pa.cq_id] | while_borrowing
-        cmask = pa.fr_mask(self.frs)
-        uses = np.ones(len(pa.prio), dtype=bool) if cmask == -1 else (pa.frmask & cmask) != 0
-        return ~cyc.removed & pa.preemptible & uses & (ok_own | ok_other)
+    def bucket_ok(self, b: Bucket, allow_borrowing: bool) -> bool:
+        """Whether a bucket may hold victims: a superset test of :meth:`reason` (equal
+        priorities pass under LowerOrNewerEqualPriority; the exact test runs per victim)."""
+        ctx = self.ctx
+        if not b.preemptible or b.frs.isdisjoint(self.frs):
+            return False
+        p = ctx.wl.priority
+        if b.cq == ctx.cq.name:
+            return _priority_ok(self.own_policy, b.priority, p)
+        entry = self.other.get(b.cq)
+        if entry is None or not _priority_ok(self.reclaim_policy, b.priority, p):
+            return False
+        if ctx.cycle.tree.queues[b.cq].within_nominal(self.frs):
+            return False
+        if allow_borrowing and not entry[1]:
+            pc = ctx.cq.cq.preemption  # type: ignore[union-attr]
+            if pc.borrow_within_cohort == "Never" or b.priority >= p:
+                return False
+            return pc.max_priority_threshold is None or b.priority <= pc.max_priority_threshold
+        return True
 
 
-def _policy_vec(policy: str, prio: np.ndarray, qtime: np.ndarray, wl: PendingWorkload) -> np.ndarray:
+def _priority_ok(policy: str, candidate: int, preemptor: int) -> bool:
     if policy == "LowerPriority":
-        return prio < wl.priority
+        return candidate < preemptor
     if policy == "LowerOrNewerEqualPriority":
-        return (prio < wl.priority) | ((prio == wl.priority) & (qtime > wl.queue_time))
-    return np.full(len(prio), policy == "Any")
+        return candidate <= preemptor
+    return policy == "Any"
 
 
 def restore_all(cycle: Cycle, targets: Sequence[Target]) -> None:
@@ -249,10 +241,22 @@ def free_nodes(ctx: PreemptionCtx, rules: Rules, targets: list[Target], allow_bo
         failure = ctx.place_trial()
         if failure is None:
             return True
-        spec = failure.spec
-        if spec is None:
+        if failure.spec is None or not _evict_on_some_node(
+            ctx, rules, failure.spec, targets, allow_borrowing
+        ):
             return False
-        node = _pick_node(ctx, rules, spec, allow_borrowing)
+    return ctx.place_trial() is None
+
+
+def _evict_on_some_node(
+    ctx: PreemptionCtx, rules: Rules, spec: PodSpec, targets: list[Target], allow_borrowing: bool
+) -> bool:
+    """Evict eligible workloads on the best node until ``spec`` fits there. A node whose
+    victims all turn out invalid (the superset filter let them through) is skipped."""
+    cyc = ctx.cycle
+    skip: set[int] = set()
+    for _ in range(_NODE_TRIES):
+        node = _pick_node(ctx, rules, spec, allow_borrowing, skip)
         if node < 0:
             return False
         progressed = False
@@ -265,53 +269,46 @@ def free_nodes(ctx: PreemptionCtx, rules: Rules, targets: list[Target], allow_bo
             progressed = True
             if dynamic_mask(cyc.table, spec, np.array([node]))[0]:  # type: ignore[arg-type]
                 break
-        if not progressed:
-            return False
-    return ctx.place_trial() is None
+        if progressed:
+            return True
+        skip.add(node)
+    return False
 
 
-def _pick_node(ctx: PreemptionCtx, rules: Rules, spec: PodSpec, allow_borrowing: bool) -> int:
+_NODE_TRIES = 4
+
+
+def _pick_node(ctx: PreemptionCtx, rules: Rules, spec: PodSpec, allow_borrowing: bool, skip: set[int]) -> int:
+    """The node where evicting eligible workloads would make room for ``spec`` and whose
+    eligible victims have the lowest top priority, then the fewest pods."""
     cyc = ctx.cycle
     table, placer = cyc.table, cyc.placer
     assert table is not None and placer is not None
-    pa = cyc.pod_arrays()
-    eligible = rules.mask(allow_borrowing)
-    pods = eligible[pa.pod_wl]
-    n = len(table)
-    if not pods.any():
-        return -1
-    nodes = pa.pod_node[pods]
-    mask = placer.static(spec) & (np.bincount(nodes, minlength=n) > 0)
-    for c, v in zip(spec.cols.tolist(), spec.vals.tolist(), strict=True):
-        freed = np.bincount(nodes, weights=pa.pod_res[pods, c], minlength=n)
-        mask &= table.free[:, c] + freed >= v
-    if spec.gpus and mask.any():
-        devs = eligible[pa.pd_wl]
-        g = table.gpu_free.shape[1]
-        flat = pa.pd_node[devs] * g + pa.pd_dev[devs]
-        add = np.bincount(flat, weights=pa.pd_milli[devs], minlength=n * g).reshape(n, g)
-        dev = table.gpu_free + add.astype(np.int64)
+    count, freed, dev, top = cyc.victims().aggregate(
+        lambda b: rules.bucket_ok(b, allow_borrowing), spec.cols, bool(spec.gpus)
+    )
+    mask = placer.static(spec) & (count > 0)
+    if len(spec.cols):
+        mask &= (table.free[:, spec.cols] + freed >= spec.vals).all(axis=1)
+    if spec.gpus:
+        after = table.gpu_free + dev
         if spec.is_share:
-            mask &= dev.max(axis=1) >= np.asarray(spec.node_milli(table))
+            mask &= after.max(axis=1) >= np.asarray(spec.node_milli(table))
         else:
-            mask &= (dev == GPU_MILLI).sum(axis=1) >= spec.gpus
+            mask &= (after == GPU_MILLI).sum(axis=1) >= spec.gpus
+    if skip:
+        mask[list(skip)] = False
     cand = np.flatnonzero(mask)
     if not len(cand):
         return -1
-    top = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(top, nodes, pa.prio[pa.pod_wl[pods]])
-    count = np.bincount(nodes, minlength=n)
     order = np.lexsort((count[cand], top[cand]))
-    first = order[0]
-    best = cand[(top[cand] == top[cand[first]]) & (count[cand] == count[cand[first]])]
+    first = cand[order[0]]
+    best = cand[(top[cand] == top[first]) & (count[cand] == count[first])]
     return int(best[0] if len(best) == 1 else best[cyc.rng.integers(len(best))])
 
 
 def _victims_on(ctx: PreemptionCtx, node: int) -> list[AdmittedInfo]:
-    cyc = ctx.cycle
-    pa = cyc.pod_arrays()
-    ids = np.unique(pa.pod_wl[pa.pod_node == node])
-    infos = [cyc.infos[i] for i in ids.tolist() if not cyc.infos[i].removed]
+    infos = [i for i in ctx.cycle.victims().node_infos[node] if not i.removed]
     own = ctx.cq
     infos.sort(key=lambda i: (not i.wl.evicted, i.cq is own, i.key))
     return infos
