@@ -8,7 +8,7 @@ in one cycle decides them in exactly that order), failures dropped. Prints the s
 medians (the simulator's cached results), per policy.
 
     python benchmarks/fgd_openb.py                       # fgd, seed 42
-    python benchmarks/fgd_openb.py --policies random,dotprod,gpu-clustering,gpu-packing,bestfit,fgd --seeds 42,43
+    python benchmarks/fgd_openb.py --policies random,dotprod,bestfit,fgd --seeds 42,43
 """
 
 from __future__ import annotations
@@ -161,11 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             spent, alloc = run(nodes, arrivals, Policy(placement=name, seed=seed, typical_pods=typical))
             paper = want.get(NAMES.get(name, ""), {})
             a100, a130 = alloc.get(100, float("nan")), alloc.get(130, max(alloc.items())[1])
-            print(
-                f"| {name} | {seed} | {len(arrivals)} | {spent:.1f} | {a100:.2f} ({paper.get(100, float('nan')):.2f}) "
-                f"| {a130:.2f} ({paper.get(130, float('nan')):.2f}) |",
-                flush=True,
-            )
+            p100, p130 = paper.get(100, float("nan")), paper.get(130, float("nan"))
+            cells = (name, str(seed), str(len(arrivals)), f"{spent:.1f}", f"{a100:.2f} ({p100:.2f})")
+            print("| " + " | ".join(cells) + f" | {a130:.2f} ({p130:.2f}) |", flush=True)
     return 0
 
 
