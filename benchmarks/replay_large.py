@@ -43,14 +43,20 @@ def scenario(n_nodes: int, n_workloads: int, seed: int = 1) -> dict:
             g = rng.randint(2, 8)
             ps = {"count": 1, "requests": {"cpu": 8 * g, "memory": f"{64 * g}Gi", "nvidia.com/gpu": g}}
         else:
-            ps = {"name": "worker", "count": rng.randint(2, 16), "requests": {"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 8}}
+            ps = {
+                "name": "worker",
+                "count": rng.randint(2, 16),
+                "requests": {"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 8},
+            }
         pending.append({"name": f"wl-{i:06d}", "queue": f"team-{i % 3}", "creationTime": i, "podSets": [ps]})
     gpus, cpu = n_nodes * 8, n_nodes * 128
     queues = [
         {
             "name": f"team-{k}",
             "cohort": "org",
-            "quota": {"default": {"cpu": cpu // 3, "memory": f"{n_nodes // 3}Ti", "nvidia.com/gpu": gpus // 3}},
+            "quota": {
+                "default": {"cpu": cpu // 3, "memory": f"{n_nodes // 3}Ti", "nvidia.com/gpu": gpus // 3}
+            },
         }
         for k in range(3)
     ]
