@@ -11,7 +11,15 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -74,6 +82,23 @@ class MusterModel(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The wire form: camelCase keys, unset optional fields omitted."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_empty(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        # An empty list or map the user never wrote is noise in the wire form; one the user did
+        # write is kept, because some are meaningful (a namespaceSelector of {} selects all).
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        fields_set = self.model_fields_set
+        for name, field in type(self).model_fields.items():
+            if name in fields_set:
+                continue
+            key = (field.alias or name) if info.by_alias else name
+            value = data.get(key)
+            if isinstance(value, (list, dict)) and not value:
+                del data[key]
+        return data
 
 
 class ForeignModel(MusterModel):

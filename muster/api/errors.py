@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["FieldError", "InvalidObject", "errors_from_pydantic", "format_path"]
+__all__ = ["FieldError", "InvalidObject", "child_path", "errors_from_pydantic", "format_path"]
 
 _MISSING = object()
 
@@ -78,14 +78,19 @@ class InvalidObject(ValueError):
 
 def format_path(loc: Sequence[str | int]) -> str:
     """``("spec", "replicaSpecs", "Worker", "replicas")`` -> ``spec.replicaSpecs.Worker.replicas``;
-    list indices print as ``[0]``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
+    list indices print as ``[0]`` and map keys that hold a dot or a slash as ``[nvidia.com/gpu]``,
+    as Kubernetes prints them."""
+    return child_path("", *loc)
+
+
+def child_path(path: str, *parts: str | int) -> str:
+    """The path of ``parts`` (field names, map keys, list indices) below ``path``."""
+    for part in parts:
+        if isinstance(part, int) or _needs_brackets(part):
+            path = f"{path}[{part}]"
         else:
-            out = f"{out}.{part}" if out else str(part)
-    return out
+            path = f"{path}.{part}" if path else str(part)
+    return path
 
 
 def errors_from_pydantic(exc: ValidationError, prefix: str = "") -> list[FieldError]:
@@ -101,19 +106,66 @@ def errors_from_pydantic(exc: ValidationError, prefix: str = "") -> list[FieldEr
             out.append(FieldError(path, "unknown field", hint=_unknown_hint(path)))
         elif etype == "missing":
             out.append(FieldError(path, "required field is missing"))
-        elif etype in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-            op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+        elif etype in _BOUNDS:
             bound = next(iter(ctx.values()), "?")
-            out.append(FieldError(path, f"must be {op[etype]} {bound}", got))
-        elif etype == "value_error":
-            msg = str(ctx.get("error", err.get("msg", "")))
-            out.append(FieldError(path, msg, got))
+            out.append(FieldError(path, f"must be {_BOUNDS[etype]} {bound}", got))
+        elif etype in ("value_error", "assertion_error"):
+            msg = _plain_msg(str(ctx.get("error", err.get("msg", ""))))
+            # Messages such as "'16GG' is not a quantity: ..." already show the value.
+            shown = got is not _MISSING and isinstance(got, (str, int, float)) and repr(got) in msg
+            out.append(FieldError(path, msg, _MISSING if shown else got))
         elif etype in ("literal_error", "enum"):
             expected = ctx.get("expected", "")
             out.append(FieldError(path, f"must be one of {expected}", got))
+        elif etype in _TYPE_RULES:
+            out.append(FieldError(path, _TYPE_RULES[etype], got))
+        elif etype in ("too_short", "too_long"):
+            out.append(FieldError(path, _length_rule(etype, ctx), got))
         else:
             out.append(FieldError(path, _plain_msg(err.get("msg", etype)), got))
+    return _dedupe(out)
+
+
+_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+
+_TYPE_RULES = {
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "dict_type": "must be a mapping (key: value pairs)",
+    "model_type": "must be a mapping (key: value pairs)",
+    "model_attributes_type": "must be a mapping (key: value pairs)",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "set_type": "must be a list",
+}
+
+
+def _length_rule(etype: str, ctx: dict[str, Any]) -> str:
+    if etype == "too_short":
+        n = ctx.get("min_length", 1)
+        return "must not be empty" if n == 1 else f"must have at least {n} items"
+    return f"must have at most {ctx.get('max_length', '?')} items"
+
+
+def _dedupe(errors: list[FieldError]) -> list[FieldError]:
+    # A value that fails every member of a union reports once per member; keep the first.
+    seen: set[tuple[str, str]] = set()
+    out: list[FieldError] = []
+    for e in errors:
+        if (e.path, e.rule) not in seen:
+            seen.add((e.path, e.rule))
+            out.append(e)
     return out
+
+
+def _needs_brackets(part: str) -> bool:
+    return "." in part or "/" in part or " " in part
 
 
 def _join(prefix: str, path: str) -> str:
@@ -126,7 +178,11 @@ def _join(prefix: str, path: str) -> str:
 
 def _is_union_tag(part: str | int) -> bool:
     # pydantic inserts the union member name (e.g. "int", "function-after[...]") into locs.
-    return isinstance(part, str) and ("[" in part or part in ("int", "str", "float", "bool"))
+    if not isinstance(part, str):
+        return False
+    if part.endswith("]") and "[" in part and not part.startswith("["):
+        return True
+    return part in ("int", "str", "float", "bool", "list", "dict", "none", "nullable")
 
 
 def _plain_msg(msg: str) -> str:

@@ -1,0 +1,250 @@
+"""The single entry point for kinds and validation.
+
+``lookup`` resolves what a user types (``TrainingJob``, ``trainingjobs``, ``tj``) to a
+:class:`KindInfo`; ``validate`` turns any accepted document (native ``muster.dev/v1`` or a
+foreign one such as a Kubeflow PyTorchJob) into the canonical wire dict, or raises
+:class:`~muster.api.errors.InvalidObject` naming every broken field; ``to_model`` gives the
+typed view of a stored dict.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from muster.api.base import API_VERSION, Object
+from muster.api.checks import check
+from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
+from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
+from muster.api.event import Event
+from muster.api.node import Node
+from muster.api.priorityclass import PriorityClass
+from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
+
+__all__ = ["KindInfo", "UnknownKind", "Validated", "kinds", "lookup", "to_model", "validate"]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """What the layers above need to know about a kind."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    namespaced: bool
+    model: type[Object]
+    has_status: bool
+
+
+@dataclass
+class Validated:
+    """A validated document: the canonical wire dict (None for documents that create nothing,
+    such as a v1 Namespace), its kind, and warnings for fields Muster accepts but ignores."""
+
+    obj: dict[str, Any] | None
+    info: KindInfo | None
+    warnings: list[str] = field(default_factory=list)
+
+
+class UnknownKind(LookupError):
+    """A kind name that is not served; the message lists the close matches."""
+
+    def __init__(self, name: str, candidates: list[str]) -> None:
+        close = difflib.get_close_matches(name.lower(), candidates, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        super().__init__(f"unknown kind {name!r}{hint} (docs/api.md lists every kind)")
+        self.name = name
+        self.close_matches = close
+
+
+def _info(model: type[Object], plural: str, short_names: tuple[str, ...], namespaced: bool) -> KindInfo:
+    return KindInfo(
+        kind=model.KIND,
+        plural=plural,
+        singular=model.KIND.lower(),
+        short_names=short_names,
+        namespaced=namespaced,
+        model=model,
+        has_status="status" in model.model_fields,
+    )
+
+
+_KINDS: tuple[KindInfo, ...] = (
+    _info(Node, "nodes", ("no",), namespaced=False),
+    _info(ResourceFlavor, "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False),
+    _info(Topology, "topologies", (), namespaced=False),
+    _info(ClusterQueue, "clusterqueues", ("cq",), namespaced=False),
+    _info(Cohort, "cohorts", (), namespaced=False),
+    _info(LocalQueue, "localqueues", ("lq", "queue", "queues"), namespaced=True),
+    _info(PriorityClass, "priorityclasses", ("pc",), namespaced=False),
+    _info(Event, "events", ("ev",), namespaced=True),
+)
+
+_BY_KIND = {info.kind: info for info in _KINDS}
+_BY_NAME: dict[str, KindInfo] = {}
+for _k in _KINDS:
+    for _name in (_k.kind, _k.plural, _k.singular, *_k.short_names):
+        _BY_NAME[_name.lower()] = _k
+
+
+def kinds() -> list[KindInfo]:
+    """Every native kind, in a stable order."""
+    return list(_KINDS)
+
+
+def lookup(name: str) -> KindInfo:
+    """The kind a user means by ``name``: a Kind, plural, singular or short name, any case."""
+    info = _BY_NAME.get(name.strip().lower())
+    if info is None:
+        raise UnknownKind(name, sorted(_BY_NAME))
+    return info
+
+
+def validate(doc: Mapping[str, Any], *, keep_status: bool = False) -> Validated:
+    """Validate (and, for a foreign kind, convert) one document.
+
+    Returns the canonical wire dict with defaults applied: namespace ``default`` for namespaced
+    kinds, none for cluster kinds. ``status`` is server-owned and dropped unless ``keep_status``
+    (the status subresource and controllers pass it). Raises InvalidObject listing every broken
+    field by its path in ``doc``.
+    """
+    if not isinstance(doc, Mapping):
+        raise InvalidObject(
+            [FieldError("", "a document must be a mapping with apiVersion and kind", type(doc).__name__)]
+        )
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    missing = [
+        FieldError(key, "required field is missing", hint=_supported_hint())
+        for key, value in (("apiVersion", api_version), ("kind", kind))
+        if not value
+    ]
+    if missing:
+        raise InvalidObject(missing)
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        raise InvalidObject([FieldError("kind", "apiVersion and kind must be strings", kind)])
+    if api_version == API_VERSION:
+        info = _BY_KIND.get(kind)
+        if info is None:
+            raise InvalidObject(
+                [FieldError("kind", f"unknown kind {kind!r} in {API_VERSION}", hint=_supported_hint())]
+            )
+        return _validate_native(dict(doc), info, keep_status, Conversion(doc=None))
+    convert = converter_for(api_version, kind)
+    if convert is None:
+        raise InvalidObject(
+            [
+                FieldError(
+                    "apiVersion", f"{api_version} {kind} is not supported", api_version, _supported_hint()
+                )
+            ]
+        )
+    conversion = convert(doc)
+    if conversion.doc is None:
+        return Validated(None, None, [str(w) for w in conversion.warnings])
+    return _validate_native(conversion.doc, _BY_KIND[conversion.doc["kind"]], False, conversion)
+
+
+def to_model(obj: Mapping[str, Any]) -> Object:
+    """The typed model of a stored (already validated) wire dict."""
+    info = lookup(str(obj.get("kind", "")))
+    try:
+        return info.model.model_validate(obj)
+    except ValidationError as exc:
+        raise InvalidObject(errors_from_pydantic(exc), info.kind, _name_of(obj)) from None
+
+
+def _validate_native(
+    doc: dict[str, Any], info: KindInfo, keep_status: bool, conversion: Conversion
+) -> Validated:
+    lenient = conversion.doc is not None
+    data = copy.deepcopy(doc)
+    if not keep_status:
+        data.pop("status", None)
+    _default_namespace(data, info)
+    name = _name_of(data)
+    model = _model_validate(info, data, conversion, lenient, name)
+    errors, warnings = check(model)
+    if errors:
+        raise InvalidObject(_foreign(errors, conversion), info.kind, name)
+    if conversion.kept:
+        model.metadata.annotations[IGNORED_FIELDS_ANNOTATION] = json.dumps(
+            conversion.kept, sort_keys=True, default=str
+        )
+    notes = [*conversion.warnings, *_foreign(warnings, conversion)]
+    notes += [
+        FieldError(
+            path,
+            f"not supported by Muster; ignored (kept in metadata.annotations[{IGNORED_FIELDS_ANNOTATION}])",
+        )
+        for path in sorted(conversion.kept)
+    ]
+    return Validated(model.to_dict(), info, [str(n) for n in notes])
+
+
+def _model_validate(
+    info: KindInfo, data: dict[str, Any], conversion: Conversion, lenient: bool, name: str
+) -> Object:
+    # Converted documents are validated leniently: an unknown field is moved out of the
+    # document into ``conversion.kept`` and validation repeats (a field can only be found
+    # unknown once its parent is known, hence the loop).
+    for _ in range(16):
+        try:
+            return info.model.model_validate(data)
+        except ValidationError as exc:
+            unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
+            if not lenient or not unknown:
+                raise InvalidObject(
+                    _foreign(errors_from_pydantic(exc), conversion), info.kind, name
+                ) from None
+            for loc in unknown:
+                conversion.keep(conversion.foreign_path(format_path(loc)), _pop(data, loc))
+    raise InvalidObject([FieldError("", "too many unknown fields")], info.kind, name)
+
+
+def _pop(data: Any, loc: tuple[str | int, ...]) -> Any:
+    for part in loc[:-1]:
+        data = data[part]
+    return data.pop(loc[-1])
+
+
+def _default_namespace(data: dict[str, Any], info: KindInfo) -> None:
+    meta = data.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    meta = data["metadata"] = dict(meta)
+    if info.namespaced:
+        meta["namespace"] = meta.get("namespace") or "default"
+    else:
+        meta.pop("namespace", None)
+
+
+def _foreign(errors: list[FieldError], conversion: Conversion) -> list[FieldError]:
+    if not conversion.paths:
+        return errors
+    return [FieldError(conversion.foreign_path(e.path), e.rule, e.got, e.hint) for e in errors]
+
+
+def _name_of(data: Mapping[str, Any]) -> str:
+    meta = data.get("metadata")
+    return str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+
+
+def _supported_hint() -> str:
+    groups: dict[str, tuple[set[str], set[str]]] = {}
+    for api_version, kind in foreign_kinds():
+        group, _, version = api_version.rpartition("/")
+        versions, names = groups.setdefault(group or "core", (set(), set()))
+        versions.add(version)
+        names.add(kind)
+    foreign = "; ".join(
+        f"{group} {'|'.join(sorted(versions))}: {', '.join(sorted(names))}"
+        for group, (versions, names) in sorted(groups.items())
+    )
+    return f"{API_VERSION}: {', '.join(info.kind for info in _KINDS)}; converted: {foreign}"
