@@ -11,14 +11,14 @@ each field declared with :func:`muster.api.common.unhonoured` that the document 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from muster.api.errors import FieldError, child_path
 
-__all__ = ["check", "walk"]
+__all__ = ["check", "duplicate_errors", "walk"]
 
 
 def check(model: BaseModel, path: str = "") -> tuple[list[FieldError], list[FieldError]]:
@@ -34,6 +34,19 @@ def check(model: BaseModel, path: str = "") -> tuple[list[FieldError], list[Fiel
             warnings.extend(notes(where))
         warnings.extend(_unhonoured_warnings(node, where))
     return errors, warnings
+
+
+def duplicate_errors(
+    values: Sequence[Hashable], path: str, field: str, rule: str = "duplicate name"
+) -> list[FieldError]:
+    """An error at ``path[i].field`` for every value that already appeared earlier in the list."""
+    seen: set[Hashable] = set()
+    errors: list[FieldError] = []
+    for i, value in enumerate(values):
+        if value in seen:
+            errors.append(FieldError(child_path(path, i, field), rule, value))
+        seen.add(value)
+    return errors
 
 
 def walk(model: BaseModel, path: str = "") -> Iterator[tuple[BaseModel, str]]:

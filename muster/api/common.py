@@ -125,7 +125,7 @@ def _resource_name(value: str) -> str:
 
 
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
-ResourceList = dict[ResourceName, QuantityStr]
+ResourceList = dict[ResourceName, NonNegativeQuantity]
 
 
 def parse_resources(resources: dict[str, str]) -> dict[str, Quantity]:

@@ -120,7 +120,10 @@ def errors_from_pydantic(exc: ValidationError, prefix: str = "") -> list[FieldEr
         elif etype in _TYPE_RULES:
             out.append(FieldError(path, _TYPE_RULES[etype], got))
         elif etype in ("too_short", "too_long"):
-            out.append(FieldError(path, _length_rule(etype, ctx), got))
+            size = ctx.get("actual_length")
+            if size is None and hasattr(got, "__len__"):
+                size = len(got)
+            out.append(FieldError(path, _length_rule(etype, ctx), size if size else _MISSING))
         else:
             out.append(FieldError(path, _plain_msg(err.get("msg", etype)), got))
     return _dedupe(out)
@@ -177,9 +180,12 @@ def _join(prefix: str, path: str) -> str:
 
 
 def _is_union_tag(part: str | int) -> bool:
-    # pydantic inserts the union member name (e.g. "int", "function-after[...]") into locs.
+    # pydantic inserts the union member name (e.g. "int", "function-after[...]") into locs,
+    # and "[key]" after a map key whose key (not value) is invalid.
     if not isinstance(part, str):
         return False
+    if part == "[key]":
+        return True
     if part.endswith("]") and "[" in part and not part.startswith("["):
         return True
     return part in ("int", "str", "float", "bool", "list", "dict", "none", "nullable")

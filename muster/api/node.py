@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from muster.api.base import Condition, MusterModel, Object
+from muster.api.checks import duplicate_errors
 from muster.api.common import NonNegativeQuantity, ResourceList, Taint
 from muster.api.errors import FieldError, child_path
 
@@ -72,15 +73,8 @@ class NodeStatus(MusterModel):
     addresses: list[NodeAddress] = Field(default_factory=list, description="How to reach the node.")
 
     def field_rules(self, path: str) -> list[FieldError]:
-        seen: set[int] = set()
-        errors: list[FieldError] = []
-        for i, gpu in enumerate(self.gpus):
-            if gpu.index in seen:
-                errors.append(
-                    FieldError(child_path(path, "gpus", i, "index"), "duplicate GPU index", gpu.index)
-                )
-            seen.add(gpu.index)
-        return errors
+        indices = [gpu.index for gpu in self.gpus]
+        return duplicate_errors(indices, child_path(path, "gpus"), "index", "duplicate GPU index")
 
 
 class Node(Object):

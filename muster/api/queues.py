@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from muster.api.base import Condition, MusterModel, Object
+from muster.api.checks import duplicate_errors
 from muster.api.common import (
     LabelSelector,
     NonNegativeQuantity,
@@ -98,7 +99,8 @@ class TopologySpec(MusterModel):
     )
 
     def field_rules(self, path: str) -> list[FieldError]:
-        return _duplicates([lv.node_label for lv in self.levels], child_path(path, "levels"), "nodeLabel")
+        labels = [level.node_label for level in self.levels]
+        return duplicate_errors(labels, child_path(path, "levels"), "nodeLabel", "duplicate node label")
 
 
 class Topology(Object):
@@ -435,14 +437,4 @@ def _flavor_rules(
                     quota.lending_limit,
                 )
             )
-    return errors
-
-
-def _duplicates(values: list[str], path: str, field: str) -> list[FieldError]:
-    seen: set[str] = set()
-    errors: list[FieldError] = []
-    for i, value in enumerate(values):
-        if value in seen:
-            errors.append(FieldError(child_path(path, i, field), "duplicate value", value))
-        seen.add(value)
     return errors

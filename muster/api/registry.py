@@ -24,8 +24,13 @@ from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_f
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
 from muster.api.node import Node
+from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
+from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
+from muster.api.trainingjob import TrainingJob
+from muster.api.workflow import Workflow
+from muster.api.workload import Workload
 
 __all__ = ["KindInfo", "UnknownKind", "Validated", "kinds", "lookup", "to_model", "validate"]
 
@@ -84,7 +89,16 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(Cohort, "cohorts", (), namespaced=False),
     _info(LocalQueue, "localqueues", ("lq", "queue", "queues"), namespaced=True),
     _info(PriorityClass, "priorityclasses", ("pc",), namespaced=False),
+    _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True),
+    _info(Workflow, "workflows", ("wf",), namespaced=True),
+    _info(Workload, "workloads", ("wl",), namespaced=True),
+    _info(Pod, "pods", ("po",), namespaced=True),
     _info(Event, "events", ("ev",), namespaced=True),
+    _info(Role, "roles", (), namespaced=True),
+    _info(RoleBinding, "rolebindings", (), namespaced=True),
+    _info(ServiceAccount, "serviceaccounts", ("sa",), namespaced=True),
+    _info(ClusterRole, "clusterroles", (), namespaced=False),
+    _info(ClusterRoleBinding, "clusterrolebindings", (), namespaced=False),
 )
 
 _BY_KIND = {info.kind: info for info in _KINDS}
@@ -228,7 +242,15 @@ def _default_namespace(data: dict[str, Any], info: KindInfo) -> None:
 def _foreign(errors: list[FieldError], conversion: Conversion) -> list[FieldError]:
     if not conversion.paths:
         return errors
-    return [FieldError(conversion.foreign_path(e.path), e.rule, e.got, e.hint) for e in errors]
+    return [
+        FieldError(
+            conversion.foreign_path(e.path),
+            conversion.foreign_text(e.rule),
+            e.got,
+            conversion.foreign_text(e.hint),
+        )
+        for e in errors
+    ]
 
 
 def _name_of(data: Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ silently.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,16 @@ class Conversion:
                 return foreign + native[len(prefix) :]
         return native
 
+    def foreign_text(self, text: str) -> str:
+        """``text`` (a rule or hint) with every native path in it written as the foreign one."""
+        if not self.paths:
+            return text
+        return _PATH_IN_TEXT.sub(lambda m: self.foreign_path(m.group(0)), text)
+
+
+# A dotted path as rules quote them, e.g. spec.replicaSpecs.Master.template.spec.volumes.
+_PATH_IN_TEXT = re.compile(r"\b(?:spec|metadata)(?:\.[A-Za-z][\w-]*|\[[^\]\s]+\])+")
+
 
 Converter = Callable[[Mapping[str, Any]], Conversion]
 
@@ -63,9 +74,9 @@ def foreign_kinds() -> list[tuple[str, str]]:
 
 def _converters() -> dict[tuple[str, str], Converter]:
     # Imported late: the converter modules import the kind models, which import this package.
-    from muster.api.compat import core, kueue
+    from muster.api.compat import core, jobs, kueue
 
     table: dict[tuple[str, str], Converter] = {}
-    for module in (core, kueue):
+    for module in (core, jobs, kueue):
         table.update(module.CONVERTERS)
     return table

@@ -1,0 +1,271 @@
+"""TrainingJob: distributed training (DESIGN §7), shaped like Kubeflow's PyTorchJob v1.
+
+``replicaSpecs`` holds a Master (exactly one pod, rank 0) and/or Workers; the controller
+turns them into one Workload (a gang), then into pods with the torchrun-compatible
+environment. Restart policies and ``runPolicy`` follow the Training Operator
+(reference/workloads.md §1), with two deliberate differences: a failed replica restarts the
+whole gang, and ``cleanPodPolicy`` defaults to Running (pods still running when the job ends
+are stopped, so they do not hold GPUs).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+
+from muster.api.base import Condition, MusterModel, Object
+from muster.api.common import ObjectName
+from muster.api.errors import FieldError, child_path
+from muster.api.podspec import PodTemplateSpec
+
+__all__ = [
+    "TRAININGJOB_CONDITIONS",
+    "ElasticPolicy",
+    "PreemptionRecord",
+    "ReplicaSpec",
+    "ReplicaSpecs",
+    "ReplicaStatus",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "TrainingJob",
+    "TrainingJobSpec",
+    "TrainingJobStatus",
+    "template_warnings",
+]
+
+TRAININGJOB_CONDITIONS = (
+    "Created",
+    "Queued",
+    "Running",
+    "Restarting",
+    "Preempted",
+    "Suspended",
+    "Succeeded",
+    "Failed",
+)
+RestartPolicy = Literal["OnFailure", "Never", "ExitCode", "Always"]
+
+
+def _nproc(value: object) -> object:
+    # PyTorchJob writes nprocPerNode as a string; YAML users often write a number.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _nproc_rule(value: str) -> str:
+    if value in ("auto", "cpu", "gpu") or (re.fullmatch(r"[1-9]\d*", value) is not None):
+        return value
+    raise ValueError(f"must be auto, cpu, gpu or a positive integer, got {value!r}")
+
+
+NprocPerNode = Annotated[str, BeforeValidator(_nproc), AfterValidator(_nproc_rule)]
+
+
+class ReplicaSpec(MusterModel):
+    replicas: int = Field(default=1, ge=1, description="Number of pods of this replica type.")
+    restart_policy: RestartPolicy = Field(
+        default="OnFailure",
+        description="OnFailure/Always: restart the gang on failure; Never: a failure fails the job; "
+        "ExitCode: exit codes 1-127 fail the job, 128 and above (signals) restart it.",
+    )
+    template: PodTemplateSpec = Field(description="The pods of this replica type.")
+
+
+class ReplicaSpecs(MusterModel):
+    master: ReplicaSpec | None = Field(default=None, alias="Master", description="Rank 0; exactly 1 replica.")
+    worker: ReplicaSpec | None = Field(
+        default=None, alias="Worker", description="Ranks 1..N (0.. without Master)."
+    )
+
+
+class ElasticPolicy(MusterModel):
+    min_replicas: int | None = Field(default=None, ge=1, description="Fewest workers to run with.")
+    max_replicas: int | None = Field(default=None, ge=1, description="Most workers to run with.")
+    max_restarts: int | None = Field(default=None, ge=0, description="torchrun --max-restarts.")
+    rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] = Field(
+        default="c10d", description="Rendezvous backend."
+    )
+    rdzv_host: str | None = Field(default=None, description="Rendezvous host (default: the first worker).")
+    rdzv_port: int | None = Field(default=None, ge=1, le=65535, description="Rendezvous port.")
+    rdzv_id: str | None = Field(default=None, description="Rendezvous id (TORCHELASTIC_RUN_ID).")
+
+
+class SchedulingPolicy(MusterModel):
+    queue: ObjectName | None = Field(default=None, description="LocalQueue name (same as spec.queueName).")
+    priority_class: ObjectName | None = Field(
+        default=None, description="PriorityClass (same as spec.priorityClassName)."
+    )
+    min_available: int | None = Field(
+        default=None, ge=1, description="Fewest pods the gang may start with (default: all)."
+    )
+
+
+class RunPolicy(MusterModel):
+    backoff_limit: int | None = Field(
+        default=None, ge=0, description="Gang restarts allowed before the job fails (unset: no limit)."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, description="Seconds the job may run from its start (reset on resume)."
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, description="Delete the finished job after this many seconds."
+    )
+    clean_pod_policy: Literal["All", "Running", "None"] = Field(
+        default="Running", description="Pods to stop when the job finishes: All, Running or None."
+    )
+    suspend: bool = Field(default=False, description="Suspended jobs hold no resources and run no pods.")
+    scheduling_policy: SchedulingPolicy | None = Field(default=None, description="Gang and queue settings.")
+
+
+class TrainingJobSpec(MusterModel):
+    replica_specs: ReplicaSpecs = Field(description="Master and Worker replica specs.")
+    nproc_per_node: NprocPerNode = Field(
+        default="auto", description="Processes per pod for torchrun: auto, cpu, gpu or an integer."
+    )
+    elastic_policy: ElasticPolicy | None = Field(default=None, description="Elastic (torchrun) training.")
+    run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, clean-up.")
+    queue_name: ObjectName | None = Field(
+        default=None, description="LocalQueue to submit to (default: the namespace's default queue)."
+    )
+    priority_class_name: ObjectName | None = Field(default=None, description="PriorityClass of the job.")
+
+    @model_validator(mode="after")
+    def _names_from_scheduling_policy(self) -> TrainingJobSpec:
+        # schedulingPolicy.queue/priorityClass (PyTorchJob's place for them) stand in for the
+        # top-level names, so controllers read one field.
+        policy = self.run_policy.scheduling_policy
+        if policy is not None:
+            if self.queue_name is None and policy.queue:
+                self.queue_name = policy.queue
+                self.model_fields_set.add("queue_name")
+            if self.priority_class_name is None and policy.priority_class:
+                self.priority_class_name = policy.priority_class
+                self.model_fields_set.add("priority_class_name")
+        return self
+
+    def field_rules(self, path: str) -> list[FieldError]:
+        errors: list[FieldError] = []
+        specs = self.replica_specs
+        rpath = child_path(path, "replicaSpecs")
+        if specs.master is None and specs.worker is None:
+            errors.append(
+                FieldError(
+                    rpath,
+                    "must have a Master or a Worker replica spec",
+                    hint="replica types are Master (rank 0, one pod) and Worker",
+                )
+            )
+        if specs.master is not None and specs.master.replicas != 1:
+            errors.append(
+                FieldError(child_path(rpath, "Master", "replicas"), "must be 1", specs.master.replicas)
+            )
+        elastic = self.elastic_policy
+        if elastic is not None:
+            epath = child_path(path, "elasticPolicy")
+            if specs.worker is None:
+                errors.append(FieldError(child_path(rpath, "Worker"), "is required with elasticPolicy"))
+            if elastic.min_replicas and elastic.max_replicas and elastic.min_replicas > elastic.max_replicas:
+                errors.append(
+                    FieldError(
+                        child_path(epath, "minReplicas"),
+                        f"must be <= maxReplicas ({elastic.max_replicas})",
+                        elastic.min_replicas,
+                    )
+                )
+        errors.extend(self._run_policy_rules(path))
+        return errors
+
+    def field_warnings(self, path: str) -> list[FieldError]:
+        out: list[FieldError] = []
+        for rtype, spec in (("Master", self.replica_specs.master), ("Worker", self.replica_specs.worker)):
+            if spec is not None:
+                tpath = child_path(path, "replicaSpecs", rtype, "template")
+                out.extend(template_warnings(spec.template, tpath, restart_by="the replica's restartPolicy"))
+        return out
+
+    def total_replicas(self) -> int:
+        return sum(
+            s.replicas for s in (self.replica_specs.master, self.replica_specs.worker) if s is not None
+        )
+
+    def _run_policy_rules(self, path: str) -> list[FieldError]:
+        policy = self.run_policy.scheduling_policy
+        if policy is None:
+            return []
+        errors: list[FieldError] = []
+        ppath = child_path(path, "runPolicy", "schedulingPolicy")
+        total = self.total_replicas()
+        if policy.min_available is not None and total and policy.min_available > total:
+            errors.append(
+                FieldError(
+                    child_path(ppath, "minAvailable"),
+                    f"must be <= the total number of replicas ({total})",
+                    policy.min_available,
+                )
+            )
+        for mine, theirs, field in (
+            (self.queue_name, policy.queue, "queueName"),
+            (self.priority_class_name, policy.priority_class, "priorityClassName"),
+        ):
+            if mine and theirs and mine != theirs:
+                where = child_path(ppath, "queue" if field == "queueName" else "priorityClass")
+                errors.append(
+                    FieldError(where, f"conflicts with {child_path(path, field)} ({mine!r})", theirs)
+                )
+        return errors
+
+
+def template_warnings(template: PodTemplateSpec, path: str, restart_by: str) -> list[FieldError]:
+    """Warnings for template fields a controller overrides (shared by jobs and workflows)."""
+    spec = template.spec
+    out: list[FieldError] = []
+    if spec.restart_policy is not None:
+        out.append(
+            FieldError(child_path(path, "spec", "restartPolicy"), f"ignored: {restart_by} decides restarts")
+        )
+    if spec.node_name:
+        out.append(
+            FieldError(
+                child_path(path, "spec", "nodeName"),
+                "ignored: the scheduler chooses the node (use nodeSelector kubernetes.io/hostname)",
+            )
+        )
+    return out
+
+
+class ReplicaStatus(MusterModel):
+    active: int = Field(default=0, ge=0, description="Pods running.")
+    succeeded: int = Field(default=0, ge=0, description="Pods that succeeded.")
+    failed: int = Field(default=0, ge=0, description="Pods that failed.")
+
+
+class PreemptionRecord(MusterModel):
+    time: str = Field(description="When the job was preempted (UTC).")
+    preemptor: str | None = Field(default=None, description="Workload that caused it, namespace/name.")
+    reason: str = Field(default="", description="InClusterQueue, InCohortReclamation, ...")
+    message: str = Field(default="", description="Human-readable detail.")
+
+
+class TrainingJobStatus(MusterModel):
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Created, Queued, Running, Restarting, Preempted, Suspended, Succeeded, Failed.",
+    )
+    replica_statuses: dict[Literal["Master", "Worker"], ReplicaStatus] = Field(
+        default_factory=dict, description="Pod counts per replica type."
+    )
+    start_time: str | None = Field(default=None, description="When pods first ran (reset on resume).")
+    completion_time: str | None = Field(default=None, description="When the job finished.")
+    restart_count: int = Field(default=0, ge=0, description="Gang restarts so far (MUSTER_RESTART_COUNT).")
+    workload: str | None = Field(default=None, description="Name of its Workload (same namespace).")
+    preemptions: list[PreemptionRecord] = Field(default_factory=list, description="Preemption history.")
+
+
+class TrainingJob(Object):
+    """Distributed training: a gang of Master/Worker pods with the torchrun environment."""
+
+    KIND: ClassVar[str] = "TrainingJob"
+    kind: Literal["TrainingJob"] = Field(default="TrainingJob", description="Always TrainingJob.")
+    spec: TrainingJobSpec = Field(description="Replicas, policies and queue.")
+    status: TrainingJobStatus | None = Field(default=None, description="Conditions and replica counts.")
