@@ -12,7 +12,9 @@ arguments (``--server``/``--token``), ``MUSTER_SERVER``/``MUSTER_TOKEN``, then t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from muster.api.registry import KindInfo, lookup
 from muster.config import read_credentials, read_server_file, settings
 from muster.sdk.errors import ApiUnavailable, error_from_response
 
-__all__ = ["DEFAULT_SERVER", "Client", "discover"]
+__all__ = ["DEFAULT_SERVER", "Client", "WatchStream", "discover"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 _PREFIX = f"/apis/{API_VERSION}"
@@ -111,10 +113,10 @@ class Client:
         resource_version: str | None = None,
         selector: str | None = None,
         timeout: float | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> WatchStream:
         """Events ``{"type": ..., "object": ...}`` after ``resource_version`` (default: from
         now), until ``timeout`` quiet seconds (None: until closed). A compacted
-        resource_version raises ResourceExpired."""
+        resource_version raises ResourceExpired. The stream may be closed from any thread."""
         info = lookup(kind)
         params: dict[str, Any] = {"watch": "true"}
         if resource_version:
@@ -123,24 +125,10 @@ class Client:
             params["labelSelector"] = selector
         if timeout is not None:
             params["timeoutSeconds"] = timeout
-        path = _collection_path(info, namespace)
-        try:
-            with self._http.stream(
-                "GET", path, params=params, timeout=httpx.Timeout(30.0, read=None)
-            ) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    raise error_from_response(resp.status_code, _json_or_text(resp))
-                for line in resp.iter_lines():
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        err = event.get("object") or {}
-                        raise error_from_response(int((err.get("error") or {}).get("code", 500)), err)
-                    yield event
-        except httpx.TransportError as exc:
-            raise ApiUnavailable(self.server, _cause(exc)) from exc
+        request = self._http.build_request(
+            "GET", _collection_path(info, namespace), params=params, timeout=httpx.Timeout(30.0, read=None)
+        )
+        return WatchStream(self._http, request, self.server)
 
     # -- server --------------------------------------------------------------------------
 
@@ -189,6 +177,80 @@ class Client:
         return resp
 
 
+class WatchStream(Iterator[dict[str, Any]]):
+    """The events of one watch request; the request is sent on the first ``next()``."""
+
+    def __init__(self, http: httpx.Client, request: httpx.Request, server: str) -> None:
+        self._http = http
+        self._request = request
+        self._server = server
+        self._response: httpx.Response | None = None
+        self._lines: Iterator[str] | None = None
+        self._closed = False  # by close(): the reader stops quietly, whatever the socket says
+        self._reading = False
+
+    def __iter__(self) -> WatchStream:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._closed:
+            raise StopIteration
+        self._reading = True
+        try:
+            return self._next()
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            if self._closed:
+                raise StopIteration from None
+            self.close()
+            raise ApiUnavailable(self._server, _cause(exc)) from exc
+        finally:
+            self._reading = False
+            if self._closed and self._response is not None:
+                self._response.close()
+
+    def close(self) -> None:
+        """End the stream; a ``next()`` blocked in another thread then stops."""
+        self._closed = True
+        if self._response is None:
+            return
+        if self._reading:
+            # Another thread is blocked reading: closing the socket would not wake it (and the
+            # connection's locks are its); shutting the socket down does, and it cleans up.
+            stream = self._response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        else:
+            self._response.close()
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _next(self) -> dict[str, Any]:
+        if self._lines is None:
+            self._response = self._http.send(self._request, stream=True)
+            if self._response.status_code >= 400:
+                self._response.read()
+                self.close()
+                raise error_from_response(self._response.status_code, _json_or_text(self._response))
+            self._lines = self._response.iter_lines()
+        for line in self._lines:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "ERROR":
+                err = event.get("object") or {}
+                self.close()
+                raise error_from_response(int((err.get("error") or {}).get("code", 500)), err)
+            return event
+        self.close()
+        raise StopIteration
+
+
 def _collection_path(info: KindInfo, namespace: str | None) -> str:
     if info.namespaced and namespace:
         return f"{_PREFIX}/namespaces/{namespace}/{info.plural}"
@@ -213,5 +275,5 @@ def _json_or_text(resp: httpx.Response) -> Any:
         return resp.text
 
 
-def _cause(exc: httpx.TransportError) -> str:
+def _cause(exc: Exception) -> str:
     return str(exc) or type(exc).__name__

@@ -11,12 +11,19 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from muster.api.base import API_VERSION, now_iso
 from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store
 
-__all__ = ["EVENT_NAMESPACE_FOR_CLUSTER_KINDS", "event_name", "events_for", "record_event"]
+__all__ = [
+    "EVENT_NAMESPACE_FOR_CLUSTER_KINDS",
+    "event_name",
+    "event_namespace",
+    "events_for",
+    "record_event",
+    "refers_to",
+]
 
 EVENT_NAMESPACE_FOR_CLUSTER_KINDS = "default"
 _RETRIES = 100
@@ -32,7 +39,7 @@ def record_event(
 ) -> Obj:
     """Create the Event, or count one more occurrence of it; returns the stored Event."""
     meta = involved["metadata"]
-    namespace = meta.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_KINDS
+    namespace = event_namespace(involved)
     name = event_name(involved, type, reason, message)
     for attempt in range(_RETRIES):
         if attempt:
@@ -81,17 +88,20 @@ def event_name(involved: Obj, type: str, reason: str, message: str) -> str:
 
 def events_for(store: Store, involved: Obj) -> list[Obj]:
     """The Events about ``involved`` (same kind, name and uid), oldest last occurrence first."""
-    meta = involved["metadata"]
-    namespace = meta.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_KINDS
-    found = [
-        ev
-        for ev in store.list("Event", namespace=namespace).items
-        if _refers_to(ev.get("involvedObject") or {}, involved)
-    ]
+    candidates = store.list("Event", namespace=event_namespace(involved)).items
+    found = [ev for ev in candidates if refers_to(ev, involved)]
     return sorted(found, key=lambda ev: ev.get("lastTimestamp") or "")
 
 
-def _refers_to(ref: dict[str, Any], obj: Obj) -> bool:
+def event_namespace(obj: Obj) -> str:
+    """Where the events about ``obj`` live: its namespace, or ``default`` for a cluster kind."""
+    return obj["metadata"].get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_KINDS
+
+
+def refers_to(event: Obj, obj: Obj) -> bool:
+    """Whether ``event`` is about ``obj`` (same kind and name, and same uid when both have one,
+    so a re-created object does not inherit the events of the one it replaced)."""
+    ref = event.get("involvedObject") or {}
     meta = obj["metadata"]
     if ref.get("kind") != obj["kind"] or ref.get("name") != meta["name"]:
         return False
