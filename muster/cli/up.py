@@ -13,20 +13,17 @@ import os
 import signal
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
-from sqlalchemy.engine import make_url
 
 from muster import __version__
 from muster.cli.app import app, err_console
 from muster.cli.common import EXIT_BAD_INPUT, fail
 from muster.config import Settings, settings
-from muster.server import create_app
-from muster.server.auth import load_or_create_credentials
-from muster.server.hooks import server_hooks
-from muster.store import StoreError, open_store
+
+if TYPE_CHECKING:
+    import uvicorn
 
 __all__ = ["up"]
 
@@ -61,6 +58,14 @@ def up(
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the Muster control plane in the foreground."""
+    # Imported here: the server, database drivers and uvicorn would slow every other command.
+    import uvicorn
+
+    from muster.server import create_app
+    from muster.server.auth import load_or_create_credentials
+    from muster.server.hooks import server_hooks
+    from muster.store import StoreError, open_store
+
     s = settings(home=home, store=store)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
@@ -94,7 +99,7 @@ def up(
         timeout_graceful_shutdown=3,
         access_log=log_level == "debug",
     )
-    server = _Server(config, s, url)
+    server = _server(config, s, url)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal with the
     # handler it found; this one unwinds through the `finally` below instead of dying there.
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -118,19 +123,18 @@ def _terminate(_sig: int, _frame: object) -> None:
     raise _Terminated
 
 
-class _Server(uvicorn.Server):
-    """uvicorn.Server that writes server.json once it listens (not before: a CLI that reads
-    the file must find a server that answers)."""
+def _server(config: uvicorn.Config, s: Settings, url: str) -> uvicorn.Server:
+    """A uvicorn.Server that writes server.json once it listens (not before: a CLI that
+    reads the file must find a server that answers)."""
+    import uvicorn
 
-    def __init__(self, config: uvicorn.Config, s: Settings, url: str) -> None:
-        super().__init__(config)
-        self.settings = s
-        self.url = url
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                _write_server_file(s, url)
 
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            _write_server_file(self.settings, self.url)
+    return Server(config)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -171,6 +175,8 @@ def _url_host(host: str) -> str:
 
 
 def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:

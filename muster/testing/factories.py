@@ -11,16 +11,14 @@ __all__ = ["flavor", "local_queue", "training_job"]
 
 def training_job(
     name: str,
-    namespace: str | None = None,
+    namespace: str = "default",
     workers: int = 1,
     labels: dict[str, str] | None = None,
     queue: str | None = None,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
     """A TrainingJob with ``workers`` Worker replicas running ``command``."""
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = labels
     container = {
@@ -41,10 +39,8 @@ def flavor(name: str, node_labels: dict[str, str] | None = None) -> dict[str, An
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
 
 
-def local_queue(name: str, cluster_queue: str = "default", namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
+def local_queue(name: str, cluster_queue: str = "default", namespace: str = "default") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
     return {
         "apiVersion": API_VERSION,
         "kind": "LocalQueue",

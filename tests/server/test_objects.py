@@ -42,8 +42,8 @@ class TestCrud:
     def test_cluster_kind_and_all_namespaces(self, api: TestClient):
         assert api.post(RF, json=flavor("a100", {"gpu": "a100"})).status_code == 201
         assert api.get(f"{RF}/a100").json()["spec"] == {"nodeLabels": {"gpu": "a100"}}
-        api.post("/apis/muster.dev/v1/namespaces/team-a/localqueues", json=local_queue("q"))
-        api.post("/apis/muster.dev/v1/namespaces/team-b/localqueues", json=local_queue("q"))
+        for ns in ("team-b", "team-a"):
+            api.post(f"/apis/muster.dev/v1/namespaces/{ns}/localqueues", json=local_queue("q", namespace=ns))
         every = api.get("/apis/muster.dev/v1/localqueues").json()["items"]
         assert [o["metadata"]["namespace"] for o in every] == ["team-a", "team-b"]
 
