@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, tuple_, update
 
 from muster.store import schema
 from muster.store.base import (
@@ -40,6 +40,14 @@ from muster.store.objects import (
 from muster.store.watch import Notifier, SqlWatch
 
 __all__ = ["SqlStore"]
+
+# Row-value IN lists stay well below SQLite's bound-parameter limit (three per key).
+_KEYS_PER_QUERY = 500
+_UPDATE_BY_KEY = update(schema.objects).where(
+    schema.objects.c.kind == bindparam("k_kind"),
+    schema.objects.c.namespace == bindparam("k_namespace"),
+    schema.objects.c.name == bindparam("k_name"),
+)
 
 T = TypeVar("T")
 
@@ -78,22 +86,29 @@ class SqlStore:
         namespace: str | None = None,
         selector: LabelSelector | None = None,
     ) -> ListResult:
-        q = select(schema.objects.c.namespace, schema.objects.c.name, schema.objects.c.labels)
-        q = q.add_columns(schema.objects.c.data).where(schema.objects.c.kind == kind)
+        revision, texts = self.list_json(kind, namespace, selector)
+        return ListResult(items=[json.loads(t) for t in texts], resource_version=revision)
+
+    def list_json(
+        self, kind: str, namespace: str | None = None, selector: LabelSelector | None = None
+    ) -> tuple[str, list[str]]:
+        """Like :meth:`list`, with each object as its stored JSON text (see JsonListing)."""
+        o = schema.objects.c
+        q = select(o.namespace, o.name, o.labels, o.data).where(o.kind == kind)
         if namespace is not None:
-            q = q.where(schema.objects.c.namespace == namespace)
+            q = q.where(o.namespace == namespace)
         with read_transaction(self.engine) as conn:
             revision = schema.current_revision(conn)[0]
             rows = conn.execute(q).all()
         # Sorted here, not by the database, so that both databases order names bytewise
         # whatever collation a PostgreSQL database was created with.
         rows.sort(key=lambda r: (r[0], r[1]))
-        items = [
-            json.loads(data)
+        texts = [
+            data
             for _ns, _name, labels, data in rows
             if selector is None or selector.matches(json.loads(labels))
         ]
-        return ListResult(items=items, resource_version=str(revision))
+        return str(revision), texts
 
     def revision(self) -> int:
         with read_transaction(self.engine) as conn:
@@ -130,7 +145,7 @@ class SqlStore:
         return self._write(lambda tx: tx.delete(kind, name, namespace, resource_version))
 
     def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
-        return self._write(lambda tx: [tx.apply(obj) for obj in objs])
+        return self._write(lambda tx: tx.apply(objs))
 
     def close(self) -> None:
         self.notifier.close()
@@ -178,17 +193,43 @@ class _Tx:
         self._replace(with_revision(out, self._next()))
         return out
 
-    def apply(self, obj: Obj) -> ApplyResult:
-        kind, name, ns = object_key(obj)
-        stored = _load(self.conn, kind, name, ns)
-        if stored is None:
-            return ApplyResult(self.create(obj), "created")
-        check_version(stored, obj["metadata"].get("resourceVersion"))
-        out = merge_apply(stored, obj)
-        if out is None:
-            return ApplyResult(stored, "unchanged")
-        self._replace(with_revision(out, self._next()))
-        return ApplyResult(out, "configured")
+    def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
+        """Create or update each object in order, in a handful of statements for the lot
+        (one read of what exists, then batched writes), not several per object."""
+        keys = [object_key(obj) for obj in objs]
+        current = _load_many(self.conn, keys)
+        created: list[Obj] = []
+        updated: list[Obj] = []
+        logged: list[tuple[str, Obj]] = []
+        results: list[ApplyResult] = []
+        for obj, key in zip(objs, keys, strict=True):
+            stored = current.get(key)
+            if stored is None:
+                out = new_object(obj, self._next(), str(uuid.uuid4()))
+                created.append(out)
+                logged.append(("ADDED", out))
+                results.append(ApplyResult(out, "created"))
+            else:
+                check_version(stored, obj["metadata"].get("resourceVersion"))
+                merged = merge_apply(stored, obj)
+                if merged is None:
+                    results.append(ApplyResult(stored, "unchanged"))
+                    continue
+                out = with_revision(merged, self._next())
+                updated.append(out)
+                logged.append(("MODIFIED", out))
+                results.append(ApplyResult(out, "configured"))
+            current[key] = out  # a later document for the same object builds on this one
+        # Inserts first: an object created and then changed in one apply is inserted, then updated.
+        if created:
+            self.conn.execute(
+                insert(schema.objects), [_row(o) | {"uid": o["metadata"]["uid"]} for o in created]
+            )
+        if updated:
+            self.conn.execute(_UPDATE_BY_KEY, [_row(o) | _key_params(o) for o in updated])
+        if logged:
+            self.conn.execute(insert(schema.changes), [_change_row(t, o) for t, o in logged])
+        return results
 
     def delete(self, kind: str, name: str, namespace: str | None, resource_version: str | None) -> Obj:
         stored = self._stored(kind, name, namespace)
@@ -225,18 +266,45 @@ class _Tx:
         self._log("MODIFIED", out)
 
     def _log(self, type_: Literal["ADDED", "MODIFIED", "DELETED"], obj: Obj) -> None:
-        kind, name, ns = object_key(obj)
-        self.conn.execute(
-            insert(schema.changes).values(
-                revision=self.revision, type=type_, kind=kind, namespace=ns or "", name=name, data=_dumps(obj)
-            )
-        )
+        self.conn.execute(insert(schema.changes).values(**_change_row(type_, obj)))
 
 
 def _load(conn: Connection, kind: str, name: str, namespace: str | None) -> Obj | None:
     q = select(schema.objects.c.data).where(*_key_clause(kind, name, namespace))
     data = conn.execute(q).scalar_one_or_none()
     return None if data is None else json.loads(data)
+
+
+def _load_many(conn: Connection, keys: Sequence[tuple[str, str, str | None]]) -> dict[tuple, Obj]:
+    """The stored objects among ``keys``, by key (absent ones are missing from the dict)."""
+    o = schema.objects.c
+    found: dict[tuple, Obj] = {}
+    wanted = sorted({(kind, ns or "", name) for kind, name, ns in keys})
+    for start in range(0, len(wanted), _KEYS_PER_QUERY):
+        chunk = wanted[start : start + _KEYS_PER_QUERY]
+        q = select(o.data).where(tuple_(o.kind, o.namespace, o.name).in_(chunk))
+        for (data,) in conn.execute(q):
+            obj = json.loads(data)
+            found[object_key(obj)] = obj
+    return found
+
+
+def _key_params(obj: Obj) -> dict[str, Any]:
+    kind, name, ns = object_key(obj)
+    return {"k_kind": kind, "k_namespace": ns or "", "k_name": name}
+
+
+def _change_row(type_: str, obj: Obj) -> dict[str, Any]:
+    kind, name, ns = object_key(obj)
+    revision = int(obj["metadata"]["resourceVersion"])
+    return {
+        "revision": revision,
+        "type": type_,
+        "kind": kind,
+        "namespace": ns or "",
+        "name": name,
+        "data": _dumps(obj),
+    }
 
 
 def _key_clause(kind: str, name: str, namespace: str | None) -> tuple[Any, ...]:

@@ -141,3 +141,27 @@ class TestBadRequests:
 
     def test_unknown_path(self, api: TestClient):
         assert error(api.get("/apis/muster.dev/v1/nothings"))["reason"] == "NotFound"
+
+
+class _ProtocolOnly:
+    """The store seen through the Store protocol alone (no optional capabilities)."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str):
+        if name == "list_json":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def test_list_is_the_same_without_the_json_listing_capability(sqlite_store, api: TestClient):
+    from muster.server import create_app
+    from tests.server.conftest import AUTH, TOKEN
+
+    api.post(TJ, json=training_job("a", labels={"x": "1"}))
+    api.post(TJ, json=training_job("b"))
+    fast = api.get(TJ, params={"labelSelector": "x"}).json()
+    with TestClient(create_app(_ProtocolOnly(sqlite_store), [TOKEN]), headers=AUTH) as plain:
+        assert plain.get(TJ, params={"labelSelector": "x"}).json() == fast
+    assert [o["metadata"]["name"] for o in fast["items"]] == ["a"]

@@ -45,3 +45,15 @@ def test_reopening_keeps_data_and_revision(store_url: str):
 def test_unsupported_urls_say_what_works(url: str):
     with pytest.raises(ValueError, match="sqlite:///"):
         open_store(url)
+
+
+def test_sqlite_synchronous_option(tmp_path):
+    from sqlalchemy import text
+
+    for value, expected in (("", 2), ("?synchronous=normal", 1)):
+        engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}{value}")
+        with engine.connect() as conn:
+            assert conn.execute(text("PRAGMA synchronous")).scalar() == expected
+        engine.dispose()
+    with pytest.raises(ValueError, match="synchronous must be full or normal"):
+        make_engine(f"sqlite:///{tmp_path / 'x.db'}?synchronous=off")

@@ -248,3 +248,11 @@ class TestConcurrentWriters:
         revisions = {o["metadata"]["resourceVersion"] for o in items}
         assert len(items) == 80 and len(revisions) == 80
         assert store.revision() == 80
+
+
+def test_apply_the_same_object_twice_in_one_call(store: Store):
+    first, second = store.apply([job("a", x=1), job("a", x=2)])
+    assert (first.action, second.action) == ("created", "configured")
+    stored = store.get("TrainingJob", "a", "default")
+    assert stored["spec"] == {"x": 2} and stored["metadata"]["generation"] == 2
+    assert stored["metadata"]["resourceVersion"] == str(store.revision())

@@ -73,7 +73,7 @@ def kind_router(info: KindInfo) -> APIRouter:
         if watch:
             events = svc.watch(info, namespace, since, timeout)
             return ndjson_watch(request, events, parse_selector(label_selector))
-        return json_response(svc.list(info, namespace, label_selector))
+        return Response(svc.list(info, namespace, label_selector), media_type="application/json")
 
     def add(path: str, method: str, endpoint: Callable[..., Any], op: str, **kwargs: Any) -> None:
         router.add_api_route(path, endpoint, methods=[method], operation_id=f"{op}{info.kind}", **kwargs)
