@@ -32,8 +32,10 @@ __all__ = [
     "ObjectMeta",
     "OwnerReference",
     "now_iso",
+    "qualified_name_problem",
     "validate_dns_label",
     "validate_dns_subdomain",
+    "validate_labels",
 ]
 
 GROUP = "muster.dev"
@@ -41,6 +43,7 @@ API_VERSION = f"{GROUP}/v1"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 def now_iso() -> str:
@@ -66,6 +69,43 @@ def validate_dns_subdomain(value: str) -> str:
             "starting and ending with a letter or digit, at most 253 characters"
         )
     return value
+
+
+def qualified_name_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a Kubernetes qualified name (``[prefix/]name``, as label
+    keys and resource names are), or None."""
+    prefix, slash, base = name.rpartition("/")
+    if not base or len(base) > 63 or not _NAME_PART.match(base):
+        return (
+            "the name part must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a "
+            "letter or digit"
+        )
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return "the part before '/' must be a DNS subdomain such as example.com"
+    return None
+
+
+def validate_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Kubernetes label rules: keys are qualified names; values are empty or at most 63
+    letters, digits, '-', '_' or '.', starting and ending with a letter or digit."""
+    for key, value in labels.items():
+        why = qualified_name_problem(key)
+        if why:
+            raise ValueError(f"label key {key!r} is invalid: {why}")
+        if value and (len(value) > 63 or not _NAME_PART.match(value)):
+            raise ValueError(
+                f"label {key}={value!r} is invalid: a value is at most 63 letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit"
+            )
+    return labels
+
+
+def _validate_annotation_keys(annotations: dict[str, str]) -> dict[str, str]:
+    for key in annotations:
+        why = qualified_name_problem(key)
+        if why:
+            raise ValueError(f"annotation key {key!r} is invalid: {why}")
+    return annotations
 
 
 class MusterModel(BaseModel):
@@ -148,6 +188,16 @@ class ObjectMeta(MusterModel):
     @classmethod
     def _ns_rule(cls, v: str | None) -> str | None:
         return None if v is None else validate_dns_label(v)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_rule(cls, v: dict[str, str]) -> dict[str, str]:
+        return validate_labels(v)
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations_rule(cls, v: dict[str, str]) -> dict[str, str]:
+        return _validate_annotation_keys(v)
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()

@@ -14,7 +14,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from muster.api.base import MusterModel, validate_dns_label, validate_dns_subdomain
+from muster.api.base import (
+    MusterModel,
+    qualified_name_problem,
+    validate_dns_label,
+    validate_dns_subdomain,
+    validate_labels,
+)
 from muster.api.errors import FieldError, child_path
 from muster.api.quantity import Quantity, QuantityError
 
@@ -26,6 +32,7 @@ __all__ = [
     "DNSLabel",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "Labels",
     "NodeAffinity",
     "NodeSelector",
     "NodeSelectorRequirement",
@@ -49,8 +56,6 @@ GPU_MEMORY = "muster.dev/gpu-memory"
 # extended resource and must be written with its domain (nvidia.com/gpu, example.com/fpga).
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage", "pods")
 
-_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _KNOWN_NAMES = (*STANDARD_RESOURCES, GPU, GPU_MEMORY)
 
 
@@ -66,6 +71,9 @@ def unhonoured(description: str, reason: str, **kwargs: Any) -> Any:
         **kwargs,
     )
 
+
+# Labels (and node selectors) checked as Kubernetes checks them.
+Labels = Annotated[dict[str, str], AfterValidator(validate_labels)]
 
 # A reference to another object by name (DNS-1123 subdomain), and a DNS-1123 label.
 ObjectName = Annotated[str, AfterValidator(validate_dns_subdomain)]
@@ -103,12 +111,10 @@ def check_resource_name(name: str) -> str | None:
     ``nvidia.com/mig-1g.10gb``); a name without a domain must be a standard resource or
     ``hugepages-<size>``.
     """
-    prefix, slash, base = name.rpartition("/")
-    if not name or not _QUALIFIED_NAME.match(base) or len(base) > 63:
-        return f"{name!r} is not a valid resource name: use a name like cpu, memory or nvidia.com/gpu"
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return f"{name!r} is not a valid resource name: the part before '/' must be a DNS domain"
-    if not slash and name not in STANDARD_RESOURCES and not name.startswith("hugepages-"):
+    why = qualified_name_problem(name)
+    if why:
+        return f"{name!r} is not a valid resource name: {why}"
+    if "/" not in name and name not in STANDARD_RESOURCES and not name.startswith("hugepages-"):
         close = difflib.get_close_matches(name, _KNOWN_NAMES, n=1, cutoff=0.5)
         extra = f"; did you mean {close[0]}?" if close else ""
         if name == "gpu":
@@ -153,7 +159,7 @@ class LabelSelectorRequirement(MusterModel):
 class LabelSelector(MusterModel):
     """A Kubernetes label selector; an empty selector ({}) matches everything."""
 
-    match_labels: dict[str, str] = Field(
+    match_labels: Labels = Field(
         default_factory=dict, description="Labels that must all be present with these values."
     )
     match_expressions: list[LabelSelectorRequirement] = Field(

@@ -111,8 +111,10 @@ def errors_from_pydantic(exc: ValidationError, prefix: str = "") -> list[FieldEr
             out.append(FieldError(path, f"must be {_BOUNDS[etype]} {bound}", got))
         elif etype in ("value_error", "assertion_error"):
             msg = _plain_msg(str(ctx.get("error", err.get("msg", ""))))
-            # Messages such as "'16GG' is not a quantity: ..." already show the value.
-            shown = got is not _MISSING and isinstance(got, (str, int, float)) and repr(got) in msg
+            # Messages such as "'16GG' is not a quantity: ..." already show the value (or, for
+            # a map, the offending key).
+            parts = [*got, *got.values()] if isinstance(got, dict) else [got]
+            shown = any(repr(v) in msg for v in parts)
             out.append(FieldError(path, msg, _MISSING if shown else got))
         elif etype in ("literal_error", "enum"):
             expected = ctx.get("expected", "")

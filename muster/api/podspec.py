@@ -19,6 +19,7 @@ from muster.api.common import (
     GPU_MEMORY,
     Affinity,
     DNSLabel,
+    Labels,
     NonNegativeQuantity,
     ResourceList,
     Toleration,
@@ -279,7 +280,7 @@ class Volume(MusterModel):
 
 class TemplateMetadata(MusterModel):
     name: str | None = Field(default=None, description="Ignored: pod names come from the controller.")
-    labels: dict[str, str] = Field(default_factory=dict, description="Labels for the pods.")
+    labels: Labels = Field(default_factory=dict, description="Labels for the pods.")
     annotations: dict[str, str] = Field(default_factory=dict, description="Annotations for the pods.")
 
 
@@ -297,7 +298,7 @@ class PodSpec(MusterModel):
     termination_grace_period_seconds: int | None = Field(
         default=None, ge=0, description="Seconds between SIGTERM and SIGKILL (default 30)."
     )
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pod needs.")
+    node_selector: Labels = Field(default_factory=dict, description="Node labels the pod needs.")
     affinity: Affinity | None = Field(default=None, description="Node affinity (pod affinity is ignored).")
     tolerations: list[Toleration] = Field(default_factory=list, description="Taints the pod tolerates.")
     node_name: str | None = Field(default=None, description="The node the pod is bound to (set by Muster).")

@@ -15,6 +15,7 @@ from pydantic import Field
 from muster.api.base import Condition, MusterModel, Object
 from muster.api.checks import duplicate_errors
 from muster.api.common import (
+    Labels,
     LabelSelector,
     NonNegativeQuantity,
     ObjectName,
@@ -60,7 +61,7 @@ _STOP_POLICY_DOC = (
 
 
 class ResourceFlavorSpec(MusterModel):
-    node_labels: dict[str, str] = Field(
+    node_labels: Labels = Field(
         default_factory=dict,
         max_length=8,
         description="Labels of the nodes that provide this flavor; injected into admitted pods.",

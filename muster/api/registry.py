@@ -177,6 +177,7 @@ def to_model(obj: Mapping[str, Any]) -> Object:
 def _validate_native(
     doc: dict[str, Any], info: KindInfo, keep_status: bool, conversion: Conversion
 ) -> Validated:
+    # A native document is checked strictly; a converted one (conversion.doc set) leniently.
     lenient = conversion.doc is not None
     data = copy.deepcopy(doc)
     if not keep_status:
@@ -231,8 +232,7 @@ def _pop(data: Any, loc: tuple[str | int, ...]) -> Any:
 def _default_namespace(data: dict[str, Any], info: KindInfo) -> None:
     meta = data.get("metadata")
     if not isinstance(meta, dict):
-        return
-    meta = data["metadata"] = dict(meta)
+        return  # the model reports a missing or malformed metadata
     if info.namespaced:
         meta["namespace"] = meta.get("namespace") or "default"
     else:

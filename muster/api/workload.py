@@ -14,7 +14,7 @@ from pydantic import Field
 
 from muster.api.base import Condition, MusterModel, Object
 from muster.api.checks import duplicate_errors
-from muster.api.common import GPU, Affinity, DNSLabel, ObjectName, ResourceList, Toleration
+from muster.api.common import GPU, Affinity, DNSLabel, Labels, ObjectName, ResourceList, Toleration
 from muster.api.errors import FieldError, child_path
 from muster.api.quantity import Quantity
 from muster.api.resources import check_gpu_quantity
@@ -80,7 +80,7 @@ class PodSet(MusterModel):
     )
     requests: ResourceList = Field(default_factory=dict, description="Requests of one pod.")
     gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models (default any).")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pods need.")
+    node_selector: Labels = Field(default_factory=dict, description="Node labels the pods need.")
     tolerations: list[Toleration] = Field(default_factory=list, description="Taints the pods tolerate.")
     affinity: Affinity | None = Field(default=None, description="Node affinity, as in a PodSpec.")
     topology_request: TopologyRequest | None = Field(default=None, description="Keep the gang in a domain.")

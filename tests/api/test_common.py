@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from muster.api.common import check_resource_name
+from muster.api.registry import validate
 from tests.api.helpers import errors_of, obj
 
 
@@ -29,7 +30,7 @@ def test_valid_resource_names(name):
     [
         ("gpu", "did you mean nvidia.com/gpu?"),
         ("cpus", "did you mean cpu?"),
-        ("Example.com/gpu", "DNS domain"),
+        ("Example.com/gpu", "DNS subdomain"),
         ("nvidia.com/", "not a valid resource name"),
         ("a b", "not a valid resource name"),
         ("", "not a valid resource name"),
@@ -104,4 +105,46 @@ def test_node_affinity_rules():
     assert errors_of(doc) == [
         "spec.podSets[0].affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         ".nodeSelectorTerms[0].matchExpressions[0].values: must be exactly one integer for Gt, got ['many']",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (
+            {"my label": "x"},
+            "label key 'my label' is invalid: the name part must be 1-63 letters, digits, '-', '_' "
+            "or '.', starting and ending with a letter or digit",
+        ),
+        (
+            {"team": "a b"},
+            "label team='a b' is invalid: a value is at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit",
+        ),
+        (
+            {"Example.com/x": "1"},
+            "label key 'Example.com/x' is invalid: the part before '/' must be a DNS subdomain "
+            "such as example.com",
+        ),
+    ],
+)
+def test_labels_follow_kubernetes_rules(labels, expected):
+    doc = obj("ResourceFlavor", spec={"nodeLabels": labels})
+    doc["metadata"]["labels"] = labels
+    assert errors_of(doc) == [f"metadata.labels: {expected}", f"spec.nodeLabels: {expected}"]
+
+
+def test_valid_labels_and_annotations():
+    doc = obj(
+        "ResourceFlavor",
+        spec={"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "empty": ""}},
+    )
+    doc["metadata"]["annotations"] = {"muster.dev/note": "any text at all: ok"}
+    validate(doc)
+    doc["metadata"]["annotations"] = {"bad key!": "x"}
+    assert errors_of(doc) == [
+        "metadata.annotations: annotation key 'bad key!' is invalid: the name part "
+        "must be "
+        "1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+        "digit"
     ]

@@ -1,0 +1,53 @@
+"""How fast muster.api validates documents: a full PyTorchJob (converted), its native
+TrainingJob, a 4-pod-set Workload, and to_model of a stored TrainingJob.
+
+    .venv/bin/python benchmarks/api_validate.py
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from muster.api.registry import to_model, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rate(label: str, fn, n: int = 500) -> None:
+    fn()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    per = (time.perf_counter() - start) / n
+    print(f"{label:<40} {per * 1e3:8.3f} ms/doc  {1 / per:8.0f} docs/s")
+
+
+def main() -> None:
+    pytorchjob = yaml.safe_load((ROOT / "tests/api/manifests/pytorchjob-ddp.yaml").read_text())
+    native = validate(pytorchjob).obj
+    workload = {
+        "apiVersion": "muster.dev/v1",
+        "kind": "Workload",
+        "metadata": {"name": "w"},
+        "spec": {
+            "podSets": [
+                {
+                    "name": f"ps{i}",
+                    "count": 8,
+                    "requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
+                }
+                for i in range(4)
+            ]
+        },
+    }
+    _rate("validate PyTorchJob (convert)", lambda: validate(pytorchjob))
+    _rate("validate TrainingJob (native)", lambda: validate(native))
+    _rate("validate Workload (4 pod sets)", lambda: validate(workload))
+    _rate("to_model TrainingJob", lambda: to_model(native))
+
+
+if __name__ == "__main__":
+    main()
