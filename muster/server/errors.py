@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -23,7 +24,14 @@ from muster.api.registry import UnknownKind
 from muster.server.encoding import json_response
 from muster.store import AlreadyExists, Conflict, InvalidSelector, NotFound, StoreError, TooOld
 
-__all__ = ["ApiError", "error_body", "error_response", "install_error_handlers"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "ApiError",
+    "ErrorResponse",
+    "error_body",
+    "error_response",
+    "install_error_handlers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +46,35 @@ _REASONS = {
     422: "Invalid",
     500: "InternalError",
     503: "ServiceUnavailable",
+}
+
+
+class FieldErrorBody(BaseModel):
+    path: str = Field(description="Dotted field path, e.g. spec.replicaSpecs.Worker.replicas.")
+    rule: str = Field(description="The rule broken, e.g. must be >= 1.")
+    got: Any = Field(default=None, description="The offending value.")
+    hint: str | None = Field(default=None, description="How to fix it.")
+    document: int | None = Field(default=None, description="0-based document index (apply only).")
+
+
+class ErrorBody(BaseModel):
+    code: int = Field(description="The HTTP status code.")
+    reason: str = Field(description="NotFound, AlreadyExists, Conflict, Expired, Invalid, Unauthorized, ...")
+    message: str = Field(description="What went wrong, fit to show to a user.")
+    errors: list[FieldErrorBody] = Field(
+        default_factory=list, description="Field errors, when fields broke rules."
+    )
+
+
+class ErrorResponse(BaseModel):
+    """The shape of every error answer."""
+
+    error: ErrorBody = Field(description="The error.")
+
+
+# Every route documents this instead of FastAPI's own 422 shape, which this API never sends.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "default": {"model": ErrorResponse, "description": "An error; see docs/rest-api.md#errors."}
 }
 
 

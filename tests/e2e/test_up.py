@@ -139,6 +139,9 @@ def test_restart_keeps_every_object(muster_home: Path, tmp_path: Path):
     try:
         docs = [training_job(f"job-{i}", labels={"i": str(i)}) for i in range(20)] + [flavor("a100")]
         assert cli(muster_home, "apply", "-f", write(tmp_path, "many.yaml", *docs)).returncode == 0
+        with Client(server.url, server.token) as client:
+            resume_from = client.list("TrainingJob")["metadata"]["resourceVersion"]
+            client.delete("TrainingJob", "job-0")
         before = _everything(server)
         token = server.token
         assert server.stop() == 0
@@ -147,7 +150,11 @@ def test_restart_keeps_every_object(muster_home: Path, tmp_path: Path):
         assert server.token == token  # the credentials of the first start are kept
         after = _everything(server)
         assert after == before
-        assert len(after["TrainingJob"]) == 20 and len(after["ResourceFlavor"]) == 2
+        assert len(after["TrainingJob"]) == 19 and len(after["ResourceFlavor"]) == 2
+        # A watch resumes from a revision written before the restart.
+        with Client(server.url, server.token) as client:
+            replayed = list(client.watch("TrainingJob", resource_version=resume_from, timeout=0.5))
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in replayed] == [("DELETED", "job-0")]
     finally:
         server.stop()
 

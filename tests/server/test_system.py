@@ -156,3 +156,12 @@ def _refs(node) -> list[str]:
     if isinstance(node, list):
         return [r for v in node for r in _refs(v)]
     return []
+
+
+def test_openapi_documents_the_real_error_shape(api: TestClient):
+    spec = api.get("/openapi.json").json()
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    op = spec["paths"]["/apis/muster.dev/v1/namespaces/{namespace}/trainingjobs"]["post"]
+    assert op["responses"]["default"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ErrorResponse"
+    )

@@ -9,12 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from muster.server.encoding import json_response
+from muster.server.errors import ERROR_RESPONSES
 from muster.server.routes.objects import API_PREFIX
 from muster.server.services.apply import apply_documents
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["apply"])
+router = APIRouter(tags=["apply"], responses=ERROR_RESPONSES)
 
 
 class ApplyRequest(BaseModel):

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from muster.api.base import API_VERSION
 from muster.api.registry import KindInfo
 from muster.server.encoding import json_response
+from muster.server.errors import ERROR_RESPONSES
 from muster.server.services.objects import ObjectService
 from muster.server.watch import ndjson_watch
 from muster.store import parse_selector
@@ -53,7 +54,7 @@ def object_path(info: KindInfo) -> str:
 
 def kind_router(info: KindInfo) -> APIRouter:
     """The routes of one kind."""
-    router = APIRouter(tags=[info.kind])
+    router = APIRouter(tags=[info.kind], responses=ERROR_RESPONSES)
     schema = {"model": info.model, "description": f"A {info.kind}."}
     body_doc = _request_body(info)
     list_doc = {200: {"description": f"A {info.kind}List, or NDJSON events with watch=true."}}

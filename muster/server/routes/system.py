@@ -9,12 +9,12 @@ from muster import __version__
 from muster.api import registry
 from muster.api.base import API_VERSION
 from muster.server.encoding import json_response
-from muster.server.errors import error_response
+from muster.server.errors import ERROR_RESPONSES, error_response
 from muster.server.routes.objects import API_PREFIX
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"], responses=ERROR_RESPONSES)
 
 
 @router.get("/healthz", operation_id="healthz")
