@@ -15,7 +15,20 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, insert, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 
 from muster.store import schema
 from muster.store.base import (
@@ -97,6 +110,13 @@ class SqlStore:
         q = select(o.namespace, o.name, o.labels, o.data).where(o.kind == kind)
         if namespace is not None:
             q = q.where(o.namespace == namespace)
+        if selector is not None:
+            # The selective requirements narrow the rows in the database; the whole selector
+            # is still checked below, so this only has to never drop a match.
+            for key, value in selector.equals.items():
+                q = q.where(self._label(key) == value)
+            for key, values in selector.in_.items():
+                q = q.where(self._label(key).in_(sorted(values)))
         with read_transaction(self.engine) as conn:
             revision = schema.current_revision(conn)[0]
             rows = conn.execute(q).all()
@@ -109,6 +129,14 @@ class SqlStore:
             if selector is None or selector.matches(json.loads(labels))
         ]
         return str(revision), texts
+
+    def _label(self, key: str) -> ColumnElement[Any]:
+        """The value of label ``key`` as SQL text (NULL when absent)."""
+        labels = schema.objects.c.labels
+        if is_postgres(self.engine):
+            return func.jsonb_extract_path_text(cast(labels, JSONB), key)
+        # Label keys cannot contain a double quote, so the JSON path needs no escaping.
+        return func.json_extract(labels, f'$."{key}"')
 
     def revision(self) -> int:
         with read_transaction(self.engine) as conn:

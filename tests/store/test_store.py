@@ -146,8 +146,8 @@ class TestList:
 
     def test_label_selector(self, store: Store):
         store.create(job("a", labels={"team": "x", "tier": "gold"}))
-        store.create(job("b", labels={"team": "y"}))
-        store.create(job("c"))
+        store.create(job("b", labels={"team": "y", "muster.dev/queue": "7"}))
+        store.create(job("c", labels={"muster.dev/queue": "70"}))
 
         def names(text):
             return [
@@ -155,6 +155,8 @@ class TestList:
             ]
 
         assert names("team=x") == ["a"]
+        assert names("muster.dev/queue=7") == ["b"]  # prefixed keys and numeric-looking values
+        assert names("muster.dev/queue in (7,8),team=y") == ["b"]
         assert names("team!=x") == ["b", "c"]
         assert names("team in (x,y),!tier") == ["b"]
         assert names("tier") == ["a"]
