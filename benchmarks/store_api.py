@@ -50,11 +50,11 @@ def main() -> int:
     print(
         f"objects={args.objects} clients={args.clients} (each create is one HTTP request and one transaction)"
     )
-    print(f"{'store':<14}{'measure':<44}{'value':>14}")
+    print(f"{'store':<14}{'measure':<48}{'value':>14}")
     for store in args.stores.split(","):
         try:
             for measure, value in bench(store.strip(), args.objects, args.clients, args.list_runs):
-                print(f"{store:<14}{measure:<44}{value:>14}", flush=True)
+                print(f"{store:<14}{measure:<48}{value:>14}", flush=True)
         except PostgresUnavailable as exc:
             print(f"{store:<14}skipped: {exc}")
     return 0

@@ -60,9 +60,7 @@ async def _stream(
                 if not _put(items, ev, stop):
                     return
                 loop.call_soon_threadsafe(ready.set)
-        except TooOld as exc:
-            _put(items, exc, stop)
-        except Exception as exc:  # the stream must end with a line saying why, not hang
+        except Exception as exc:  # TooOld, or a failure: the stream ends with a line saying why
             _put(items, exc, stop)
         finally:
             _put(items, _END, stop)
