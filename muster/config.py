@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "read_server_file", "settings"]
+__all__ = ["Settings", "read_credentials", "read_server_file", "settings"]
 
 
 class Settings(BaseSettings):
@@ -84,3 +84,15 @@ def read_server_file(s: Settings) -> dict[str, str] | None:
         return json.loads(s.server_file.read_text())
     except (OSError, ValueError):
         return None
+
+
+def read_credentials(path: Path) -> dict[str, str] | None:
+    """The ``credentials`` file (``{"user": ..., "token": ...}``) ``muster up`` wrote, or None
+    when it is missing or malformed."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("token"), str):
+        return None
+    return {"user": str(data.get("user", "")), "token": data["token"]}
