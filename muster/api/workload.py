@@ -118,7 +118,7 @@ class PodPlacement(MusterModel):
         default=None,
         ge=1,
         le=999,
-        description="Share of its GPU in thousandths, for a shared pod (a memory-sized share differs by node).",
+        description="Share of its GPU in thousandths, for a shared pod (memory-sized shares differ by node).",
     )
 
 
