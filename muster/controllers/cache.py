@@ -67,6 +67,7 @@ class Cache:
         self._deleted: dict[Key, Obj] = {}  # last states of objects deleted since take_changes
         self._dirty = False
         self._stopped = False
+        self._seen = 0  # the revision the cache has applied every change up to
         self._watch: Iterator[WatchEvent] | None = None
         self._thread: threading.Thread | None = None
 
@@ -135,9 +136,14 @@ class Cache:
     def wait(self, timeout: float) -> bool:
         """Wait until something changed (or ``timeout``); True when something did."""
         with self._lock:
-            if not self._dirty and not self._stopped:
-                self._wake.wait(timeout)
+            self._wake.wait_for(lambda: self._dirty or self._stopped, timeout)
             return self._dirty
+
+    def caught_up(self, revision: int, timeout: float) -> bool:
+        """Wait until the watch has applied every change up to ``revision`` (tests and tools
+        that wrote to the store and want the cache to show it); False on timeout."""
+        with self._lock:
+            return self._wake.wait_for(lambda: self._seen >= revision or self._stopped, timeout)
 
     def take_changes(self) -> dict[Key, Obj | None]:
         """What changed since the last call (cleared): each key with its current object, or
@@ -154,6 +160,7 @@ class Cache:
         revision = self.store.revision()
         fresh: dict[str, list[Obj]] = {kind: self.store.list(kind).items for kind in self.kinds}
         with self._lock:
+            self._seen = max(self._seen, revision)
             self._objects = {k: {} for k in self.kinds}
             self._pod_index.clear()
             self._gone.clear()
@@ -175,9 +182,11 @@ class Cache:
             try:
                 for event in watch:
                     revision = event.revision
-                    if event.object.get("kind") not in self._objects:
-                        continue
                     with self._lock:
+                        self._seen = revision
+                        self._wake.notify_all()
+                        if event.object.get("kind") not in self._objects:
+                            continue
                         if event.type == "DELETED":
                             self._remove(event.object)
                         else:
