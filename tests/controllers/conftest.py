@@ -53,6 +53,7 @@ class Harness:
 
     def settle(self, until: Callable[[], Any] | None = None, passes: int = 40) -> None:
         """Run passes until ``until()`` holds (or, without one, until a pass changes nothing)."""
+        self.manager.open()
         for _ in range(passes):
             before = self.store.revision()
             assert self.manager.ctx.cache.caught_up(before, timeout=10), "the cache lags the store"
