@@ -404,8 +404,7 @@ class _Pass:
         remaining = False
         for p in pods:
             if is_final(p):
-                # One asked to stop is deleted by its executor once its final status is stored.
-                remaining |= stop_requested(p) or not self.ctx.delete(p)
+                remaining |= not self.ctx.delete(p)
             else:
                 remaining = True
                 if not stop_requested(p):
