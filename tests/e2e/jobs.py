@@ -54,33 +54,9 @@ def live_pods(client: Client) -> list[Obj]:
     ]
 
 
-def python_job(
-    name: str,
-    script: str,
-    workers: int = 1,
-    master: bool = False,
-    gpus: int = 1,
-    restart_policy: str = "OnFailure",
-    run_policy: Obj | None = None,
-    env: dict[str, str] | None = None,
-    memory: str | None = None,
-    namespace: str = "default",
-    **spec: Any,
-) -> Obj:
+def python_job(name: str, script: str, **kwargs: Any) -> Obj:
     """A TrainingJob whose replicas run ``python -c script`` (this interpreter: torch and all)."""
-    return job_doc(
-        name,
-        [PYTHON, "-c", script],
-        workers,
-        master,
-        gpus,
-        restart_policy,
-        run_policy,
-        env,
-        memory,
-        namespace,
-        **spec,
-    )
+    return job_doc(name, [PYTHON, "-c", script], **kwargs)
 
 
 def job_doc(

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from muster.testing import wait_for
+from muster.testing.factories import cluster_queue, local_queue
 from tests.e2e.jobs import cluster, condition, pod_log, python_job, wait_condition
 
 pytestmark = pytest.mark.slow
@@ -31,34 +32,8 @@ def test_gang_larger_than_free_gpus_starts_nothing_and_says_why(muster_home: Pat
         # A queue with more quota than the machine has GPUs: quota fits, the gang does not.
         client.apply(
             [
-                {
-                    "apiVersion": "muster.dev/v1",
-                    "kind": "ClusterQueue",
-                    "metadata": {"name": "roomy"},
-                    "spec": {
-                        "resourceGroups": [
-                            {
-                                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                                "flavors": [
-                                    {
-                                        "name": "default",
-                                        "resources": [
-                                            {"name": "cpu", "nominalQuota": "64"},
-                                            {"name": "memory", "nominalQuota": "1Ti"},
-                                            {"name": "nvidia.com/gpu", "nominalQuota": "32"},
-                                        ],
-                                    }
-                                ],
-                            }
-                        ]
-                    },
-                },
-                {
-                    "apiVersion": "muster.dev/v1",
-                    "kind": "LocalQueue",
-                    "metadata": {"name": "roomy", "namespace": "default"},
-                    "spec": {"clusterQueue": "roomy"},
-                },
+                cluster_queue("roomy", {"cpu": "64", "memory": "1Ti", "nvidia.com/gpu": "32"}),
+                local_queue("roomy", "roomy"),
                 python_job("huge", "print('never')", workers=3, gpus=2, queueName="roomy"),
             ]
         )
@@ -144,34 +119,8 @@ def test_active_deadline_fails_the_job(muster_home: Path):
 
 def test_job_over_team_quota_waits_and_starts_when_another_finishes(muster_home: Path, tmp_path: Path):
     release = tmp_path / "release"
-    team = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": "team-a"},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "default",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "2"},
-                                {"name": "nvidia.com/gpu", "nominalQuota": "2"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    lq = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"name": "team-a", "namespace": "team-a"},
-        "spec": {"clusterQueue": "team-a"},
-    }
+    team = cluster_queue("team-a", {"cpu": "2", "nvidia.com/gpu": "2"})
+    lq = local_queue("team-a", "team-a", namespace="team-a")
     with cluster(muster_home, gpus=8) as (_up, client):
         first = python_job("first", wait_file(release), gpus=2, namespace="team-a", queueName="team-a")
         second = python_job("second", "print('second ran')", gpus=2, namespace="team-a", queueName="team-a")
