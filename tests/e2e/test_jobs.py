@@ -201,4 +201,8 @@ def test_quickstart_runs_as_written(muster_home: Path):
         job = wait_condition(client, "TrainingJob", "mnist", "Succeeded")
         assert client.get("Workload", "mnist", "default")["spec"]["priority"] == 1000
         assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] >= 1
-        assert pod_log(up.home, "mnist-worker-0", container="trainer").strip() == "rank 0"
+        port = client.get("Workload", "mnist", "default")["metadata"]["annotations"]["muster.dev/master-port"]
+        gpus = client.get("Pod", "mnist-worker-1", "default")["spec"]["gpus"]
+        assert pod_log(up.home, "mnist-worker-1", container="trainer").strip() == (
+            f"RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={port} CUDA_VISIBLE_DEVICES={gpus[0]}"
+        )
