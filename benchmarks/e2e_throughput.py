@@ -76,9 +76,8 @@ def _run(args: argparse.Namespace, up: MusterUp, client: Client) -> None:
         ("submit-to-running", to_running),
         ("admitted-to-running", admitted_to_running),
     ):
-        print(
-            f"{label} latency: p50 {_pct(values, 50):.2f} s, p99 {_pct(values, 99):.2f} s, max {values[-1]:.2f} s"
-        )
+        p50, p99 = _pct(values, 50), _pct(values, 99)
+        print(f"{label} latency: p50 {p50:.2f} s, p99 {p99:.2f} s, max {values[-1]:.2f} s")
 
 
 def _job(i: int) -> dict:
