@@ -26,6 +26,7 @@ import copy
 import logging
 from typing import Any
 
+from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.controllers.conditions import condition, epoch, iso
 from muster.controllers.context import Context
 from muster.controllers.lifecycle import (
@@ -164,7 +165,8 @@ class _Pass:
         if priority is None:
             return None
         value, class_name = priority
-        queue = self.job["spec"].get("queueName")
+        labels = self.job["metadata"].get("labels") or {}
+        queue = self.job["spec"].get("queueName") or labels.get(QUEUE_LABEL)
         if not queue and self.ctx.cache.get("LocalQueue", DEFAULT_QUEUE, self.ns) is not None:
             queue = DEFAULT_QUEUE
         created = self.ctx.create(
@@ -182,7 +184,8 @@ class _Pass:
     def _priority(self) -> tuple[int, str | None] | None:
         """The job's priority value and class (the globalDefault class when it names none);
         None, with the reason in the Created condition, when the named class is missing."""
-        named = self.job["spec"].get("priorityClassName")
+        labels = self.job["metadata"].get("labels") or {}
+        named = self.job["spec"].get("priorityClassName") or labels.get(PRIORITY_LABEL)
         classes = self.ctx.cache.list("PriorityClass")
         if named:
             found = next((pc for pc in classes if pc["metadata"]["name"] == named), None)
