@@ -89,7 +89,7 @@ def up(
         f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)",
         markup=False,
     )
-    application = create_app(opened, [creds.token], hooks=server_hooks())
+    application = create_app(opened, [creds.token], hooks=server_hooks(), home=s.home)
     config = uvicorn.Config(
         application,
         host=host,

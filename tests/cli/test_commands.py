@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from muster.cli.main import app
 from muster.sdk.client import discover
 from muster.server.hooks import server_hooks
-from muster.store import Store, open_store
+from muster.store import Store
 from muster.testing import free_port
 from muster.testing.factories import training_job
 from muster.testing.server import RunningServer, serve
@@ -22,10 +22,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def store(muster_home: Path) -> Iterator[Store]:
-    s = open_store(f"sqlite:///{muster_home / 'muster.db'}", poll_interval=0.05)
-    yield s
-    s.close()
+def store(home_store: Store) -> Store:
+    return home_store
 
 
 @pytest.fixture
