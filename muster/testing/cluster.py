@@ -20,6 +20,7 @@ __all__ = [
     "event",
     "gpu_node",
     "pod",
+    "quota_shortfall",
     "workload",
 ]
 
@@ -263,4 +264,20 @@ def event(
         "count": 1,
         "firstTimestamp": at,
         "lastTimestamp": at,
+    }
+
+
+def quota_shortfall(
+    requested: int, available: int, nominal: int, used: int, maximum: int | None, resource: str = _GPU
+) -> dict[str, Any]:
+    """One entry of a QuotaExhausted/ExceedsMaxQuota ``details.shortfalls``, in the scheduler's
+    units (thousandths of a GPU or CPU), flavor ``default``."""
+    return {
+        "flavor": "default",
+        "resource": resource,
+        "requested": requested,
+        "available": available,
+        "nominal": nominal,
+        "used": used,
+        "maximum": maximum,
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,9 @@ from typer.testing import CliRunner
 
 from muster.cli.main import app
 from muster.sdk.client import discover
-from muster.server.hooks import server_hooks
 from muster.store import Store
 from muster.testing import free_port
 from muster.testing.factories import training_job
-from muster.testing.server import RunningServer, serve
 
 runner = CliRunner()
 
@@ -24,14 +21,6 @@ runner = CliRunner()
 @pytest.fixture
 def store(home_store: Store) -> Store:
     return home_store
-
-
-@pytest.fixture
-def server(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningServer]:
-    with serve(store, hooks=server_hooks()) as running:
-        monkeypatch.setenv("MUSTER_SERVER", running.url)
-        monkeypatch.setenv("MUSTER_TOKEN", running.token)
-        yield running
 
 
 def muster(*args: str, input: str | None = None):

@@ -14,6 +14,7 @@ from muster.testing.cluster import (
     ddp_job,
     event,
     pod,
+    quota_shortfall,
     workload,
 )
 from muster.testing.factories import local_queue
@@ -23,15 +24,7 @@ QUOTA_MESSAGE = (
     "cluster queue default has too little quota: 2 nvidia.com/gpu in flavor default needed, 0 available "
     "(nominal 4, 4 in use by the queue); it waits until 2 more nvidia.com/gpu of flavor default is free"
 )
-SHORTFALL = {
-    "flavor": "default",
-    "resource": GPU,
-    "requested": 2000,
-    "available": 0,
-    "nominal": 4000,
-    "used": 4000,
-    "maximum": 8000,
-}
+SHORTFALL = quota_shortfall(requested=2000, available=0, nominal=4000, used=4000, maximum=8000)
 
 
 def _queues(within: str = "LowerPriority"):

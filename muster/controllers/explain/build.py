@@ -169,7 +169,13 @@ def _pod(pod: Obj, ctx: WhyContext) -> Explanation:
     ex.state = facts.phase
     ex.events = _events(ctx, pod)
     ex.preemptions = _preemptions(ctx.job, ctx.workload, ctx.events) if ctx.job or ctx.workload else []
-    place = where([facts])
+    place = facts.node or "no node"
+    if facts.gpus:
+        place += (
+            f" (GPU {','.join(str(g) for g in facts.gpus)}"
+            + (f", {facts.gpu_milli}m" if facts.gpu_milli else "")
+            + ")"
+        )
     if facts.phase == "Pending":
         if facts.node:
             ex.reason = "Starting"
@@ -231,19 +237,14 @@ def _failure_hints(failure: FailureFacts, job: Obj | None) -> list[str]:
     if pod is not None and pod.reason == "OOMKilled":
         hints.append(f"{pod.replica} ran out of memory: raise resources.limits.memory of its replica spec")
     elif pod is not None and pod.exit_code not in (None, 0):
-        hints.append(
-            f"{pod.replica} exited with code {pod.exit_code}: read its log (muster logs pod/{pod.name})"
-        )
-    if failure.reason == "BackoffLimitExceeded" and job is not None:
-        limit = ((job.get("spec") or {}).get("runPolicy") or {}).get("backoffLimit")
-        hints.append(
-            f"it restarted {limit} times (runPolicy.backoffLimit); fix the failure, then apply it again"
-        )
-    if failure.reason == "DeadlineExceeded" and job is not None:
-        deadline = ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
-        hints.append(
-            f"it ran longer than runPolicy.activeDeadlineSeconds ({deadline}s); raise it or train less"
-        )
+        hints.append(f"{pod.replica} exited with code {pod.exit_code}: read its log (muster logs {pod.name})")
+    policy = _run_policy(job) if job is not None else {}
+    if failure.reason == "BackoffLimitExceeded":
+        limit = policy.get("backoffLimit")
+        hints.append(f"the gang restarted {limit} times (runPolicy.backoffLimit); fix the cause and re-apply")
+    if failure.reason == "DeadlineExceeded":
+        deadline = policy.get("activeDeadlineSeconds")
+        hints.append(f"it ran past runPolicy.activeDeadlineSeconds ({deadline}s): raise it, or train less")
     return hints
 
 
