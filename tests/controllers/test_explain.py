@@ -99,6 +99,27 @@ class TestPending:
         ex = explain(wl, ctx)
         assert ex.unblock[-1] == "a priorityClassName with a value above 500 would let it preempt them"
 
+    def test_quota_held_elsewhere_in_the_cohort_is_named_with_its_queue(self):
+        cqs = [
+            cluster_queue("team-a", {"pool": {GPU: ("1", "1")}}, cohort="research"),
+            cluster_queue("team-b", {"pool": {GPU: ("1", "1")}}, cohort="research"),
+            cluster_queue("other", {"pool": {GPU: "8"}}),
+        ]
+        lqs = [local_queue("a", "team-a"), local_queue("b", "team-b"), local_queue("o", "other")]
+        urgent = admitted(workload("urgent", queue="b", priority=1000, pods=1), "team-b", "n", [[0]], "pool")
+        elsewhere = admitted(workload("big", queue="o", pods=1), "other", "n", [[1]], "pool")
+        short = quota_shortfall(requested=2000, available=1000, nominal=1000, used=0, maximum=2000)
+        short["flavor"] = "pool"
+        wl = workload(
+            "ddp",
+            queue="a",
+            pending=("QuotaExhausted", "...", {"clusterQueue": "team-a", "shortfalls": [short]}),
+        )
+        ctx = WhyContext(cluster_queues=cqs, local_queues=lqs, workloads=[urgent, elsewhere, wl])
+        ex = explain(wl, ctx)
+        assert ex.unblock[0].endswith("held now by default/urgent (1, priority 1000, ClusterQueue team-b)")
+        assert len(ex.unblock) == 2  # no priority would help: the holder is in another queue
+
     def test_a_requeued_workload_queues_from_its_eviction(self):
         wl = workload(
             "requeued",

@@ -169,16 +169,19 @@ def _unblock(
 
 def _quota_hints(wl: Obj, cq: Obj | None, details: Mapping[str, Any], ctx: WhyContext) -> list[str]:
     cq_name = (cq or {}).get("metadata", {}).get("name") or details.get("clusterQueue")
+    members = _cohort_members(cq, ctx.cluster_queues)
     hints = []
     priority = int((wl.get("spec") or {}).get("priority") or 0)
-    holders_all: list[Obj] = []
+    own: list[Obj] = []  # holders in its own ClusterQueue: the ones priority can preempt
     for s in details.get("shortfalls") or []:
         res, flavor = s["resource"], s["flavor"]
         missing = max(0, int(s["requested"]) - max(int(s["available"]), 0))
-        holders = _holders(ctx.workloads, cq_name, flavor, res)
-        holders_all += [h for h in holders if h not in holders_all]
+        holders = _holders(ctx.workloads, members, flavor, res)
+        own += [h for h in holders if _cq(h) == cq_name and h not in own]
         held = ", ".join(
-            f"{_ref(h)} ({fmt_amount(res, amt)}, priority {_prio(h)})"
+            f"{_ref(h)} ({fmt_amount(res, amt)}, priority {_prio(h)}"
+            + ("" if _cq(h) == cq_name else f", ClusterQueue {_cq(h)}")
+            + ")"
             for h, amt in _held(holders, flavor, res)
         )
         amount = f"{_units(res, missing)} more {res} of flavor {flavor}"
@@ -189,20 +192,33 @@ def _quota_hints(wl: Obj, cq: Obj | None, details: Mapping[str, Any], ctx: WhyCo
             f"or raise nominalQuota of {res} in flavor {flavor} of ClusterQueue {cq_name} "
             f"from {_units(res, s['nominal'])} to at least {_units(res, need)}"
         )
-    lower = [h for h in holders_all if _prio(h) < priority]
+    lower = [h for h in own if _prio(h) < priority]
     within = (((cq or {}).get("spec") or {}).get("preemption") or {}).get("withinClusterQueue", "Never")
     if lower and within == "Never":
         hints.append(
             f"{len(lower)} admitted workload(s) of lower priority hold that quota, but ClusterQueue "
             f"{cq_name} never preempts: set spec.preemption.withinClusterQueue: LowerPriority"
         )
-    elif holders_all and not lower:
-        top = max(_prio(h) for h in holders_all)
+    elif own and not lower:
+        top = max(_prio(h) for h in own)
         hints.append(
             f"a priorityClassName with a value above {top} would let it preempt them"
             + ("" if within != "Never" else f" (once ClusterQueue {cq_name} allows preemption)")
         )
     return hints
+
+
+def _cohort_members(cq: Obj | None, cluster_queues: Sequence[Obj]) -> set[str]:
+    """The ClusterQueue and the others of its cohort (whose usage is quota it may borrow)."""
+    if cq is None:
+        return set()
+    cohort = (cq.get("spec") or {}).get("cohort")
+    names = {cq["metadata"]["name"]}
+    if cohort:
+        names |= {
+            c["metadata"]["name"] for c in cluster_queues if (c.get("spec") or {}).get("cohort") == cohort
+        }
+    return names
 
 
 def _queue_hints(ex: Explanation, wl: Obj, cq: Obj | None) -> None:
@@ -219,17 +235,17 @@ def _queue_hints(ex: Explanation, wl: Obj, cq: Obj | None) -> None:
         )
 
 
-def _holders(workloads: Iterable[Obj], cq: str | None, flavor: str, res: str) -> list[Obj]:
-    """Admitted Workloads of the ClusterQueue charged for (flavor, resource), the most
+def _holders(workloads: Iterable[Obj], queues: set[str], flavor: str, res: str) -> list[Obj]:
+    """Admitted Workloads of those ClusterQueues charged for (flavor, resource), the most
     likely to go first (lowest priority) first."""
     held = [
-        w
-        for w in workloads
-        if holds_quota(w)
-        and w["status"]["admission"].get("clusterQueue") == cq
-        and workload_usage(w).get((flavor, res))
+        w for w in workloads if holds_quota(w) and _cq(w) in queues and workload_usage(w).get((flavor, res))
     ]
     return sorted(held, key=lambda w: (_prio(w), _ref(w)))
+
+
+def _cq(wl: Obj) -> str:
+    return str(wl["status"]["admission"].get("clusterQueue"))
 
 
 def _held(holders: Sequence[Obj], flavor: str, res: str) -> list[tuple[Obj, Fraction]]:
