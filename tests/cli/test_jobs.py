@@ -90,6 +90,30 @@ class TestLogs:
         assert muster("logs", "pod/p", "--all-replicas").exit_code == 2
         assert muster("logs", "queue/p").exit_code == 2
 
+    def test_a_pod_that_has_not_started(self, server, home_store, muster_home: Path, monkeypatch):
+        import muster.cli.logs as logs_cli
+
+        put(home_store, pod("late", phase="Pending"))
+        now = muster("logs", "late")
+        assert now.exit_code == 1 and "pod default/late is Pending" in now.stderr
+
+        def start() -> None:  # the runtime starts it: a log appears, the pod runs (and ends)
+            write_log(muster_home, "late", "finally\n")
+            started = home_store.get("Pod", "late", "default")
+            started["status"]["phase"] = "Running"
+            home_store.update_status(started)
+
+        waiting = logs_cli._when_started
+
+        def start_once_waiting(*args: Any) -> Any:  # the pod starts after -f found it Pending
+            threading.Timer(0.3, start).start()
+            return waiting(*args)
+
+        monkeypatch.setattr(logs_cli, "_when_started", start_once_waiting)
+        followed = muster("logs", "late", "-f")
+        assert followed.exit_code == 0 and followed.stdout == "finally\n"
+        assert "has not started yet; waiting for it" in followed.stderr
+
     def test_follow_every_replica_of_a_running_job(self, server, home_store, muster_home: Path):
         """Real processes write the logs while the CLI follows both replicas; a stand-in for the
         controllers marks the job Succeeded once they end, and the command returns."""
