@@ -2,8 +2,11 @@
 
 The iterator blocks its thread while nothing happens, so each stream gets a pump thread of
 its own (not one of the server's worker threads, which would run out under many readers).
-The pump feeds a bounded queue; the event loop side drains it, sends what it has as one
-chunk, and checks once a second whether the client went away. When the stream ends for any
+The pump appends to a bounded buffer; the event loop side takes everything there, sends it
+as one chunk, and checks once a second whether the client went away. The buffer is a deque
+(appends and pops are atomic) rather than a queue.Queue, whose lock handoff per item would
+cost more than the item when a log is read at full speed; the pump wakes the loop only when
+it sleeps, and waits only when the client reads too slowly. When the stream ends for any
 reason, ``on_close`` runs: it tells the iterator's source to stop (closing the store watch,
 setting a log's cancel event), which ends the pump.
 """
@@ -12,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import queue
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -24,7 +27,7 @@ __all__ = ["Relay", "relay_response"]
 
 T = TypeVar("T")
 
-_QUEUE_SIZE = 256
+_BUFFER_ITEMS = 4096  # items waiting for a slow client before the pump waits too
 _CHECK_EVERY_S = 1.0
 _CHUNK_BYTES = 64 * 1024
 _END = object()
@@ -64,28 +67,32 @@ def relay_response(
 
 async def _stream(request: Request, relay: Relay[T]) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
-    items: queue.Queue[object] = queue.Queue(_QUEUE_SIZE)
+    buffer = _Buffer()
     ready = asyncio.Event()
-    stop = threading.Event()
+    waiting = threading.Event()  # the loop side is about to sleep: wake it after an append
+
+    def wake() -> None:
+        if waiting.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop is gone when the server stopped
+                loop.call_soon_threadsafe(ready.set)
 
     def pump() -> None:
         try:
             for item in relay.items:
-                if not _put(items, item, stop):
+                if not buffer.put(item):
                     return
-                loop.call_soon_threadsafe(ready.set)
+                wake()
         except Exception as exc:  # the stream ends with a chunk saying why
-            _put(items, _Failure(exc), stop)
+            buffer.put(_Failure(exc))
         finally:
-            _put(items, _END, stop)
-            with contextlib.suppress(RuntimeError):  # the loop is gone when the server stopped
-                loop.call_soon_threadsafe(ready.set)
+            buffer.put(_END)
+            wake()
 
     thread = threading.Thread(target=pump, name=relay.thread_name, daemon=True)
     thread.start()
     try:
         while True:
-            chunk, ended = _drain(items, relay)
+            chunk, ended = buffer.drain(relay)
             if chunk:
                 yield chunk
             if ended:
@@ -93,13 +100,17 @@ async def _stream(request: Request, relay: Relay[T]) -> AsyncIterator[bytes]:
             if chunk:
                 continue
             ready.clear()
-            if items.empty():  # re-checked after clear(): a put in between set it again
+            waiting.set()
+            # Re-checked after announcing the wait: an append before this is seen here, an
+            # append after it sees `waiting` and wakes us.
+            if not buffer.items:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(ready.wait(), _CHECK_EVERY_S)
-                if await request.is_disconnected():
-                    return
+            waiting.clear()
+            if await request.is_disconnected():
+                return
     finally:
-        stop.set()
+        buffer.stop.set()
         relay.on_close()
 
 
@@ -108,31 +119,44 @@ class _Failure:
         self.exc = exc
 
 
-def _drain(items: queue.Queue[object], relay: Relay[T]) -> tuple[bytes, bool]:
-    """What is queued now, encoded as one chunk (up to a size), and whether the stream ended."""
-    parts: list[bytes] = []
-    size = 0
-    while size < _CHUNK_BYTES:
+class _Buffer:
+    """Items from the pump thread to the loop side, bounded."""
+
+    def __init__(self) -> None:
+        self.items: deque[object] = deque()
+        self.stop = threading.Event()  # the stream ended: the pump gives up
+        self.space = threading.Event()  # set by the loop side after it took items
+
+    def put(self, item: object) -> bool:
+        """Append ``item``, waiting while the client reads slowly; False once the stream stopped."""
+        while len(self.items) >= _BUFFER_ITEMS:
+            self.space.clear()
+            if self.stop.is_set():
+                return False
+            if len(self.items) >= _BUFFER_ITEMS:
+                self.space.wait(0.5)
+        if self.stop.is_set():
+            return False
+        self.items.append(item)
+        return True
+
+    def drain(self, relay: Relay[T]) -> tuple[bytes, bool]:
+        """What is buffered now, encoded as one chunk (up to a size), and whether the stream ended."""
+        parts: list[bytes] = []
+        size = 0
         try:
-            item = items.get_nowait()
-        except queue.Empty:
+            while size < _CHUNK_BYTES:
+                try:
+                    item = self.items.popleft()
+                except IndexError:
+                    return b"".join(parts), False
+                if item is _END:
+                    return b"".join(parts), True
+                if isinstance(item, _Failure):
+                    return b"".join([*parts, relay.fail(item.exc)]), True
+                part = relay.encode(item)  # type: ignore[arg-type]
+                parts.append(part)
+                size += len(part)
             return b"".join(parts), False
-        if item is _END:
-            return b"".join(parts), True
-        if isinstance(item, _Failure):
-            return b"".join([*parts, relay.fail(item.exc)]), True
-        part = relay.encode(item)  # type: ignore[arg-type]
-        parts.append(part)
-        size += len(part)
-    return b"".join(parts), False
-
-
-def _put(items: queue.Queue[object], item: object, stop: threading.Event) -> bool:
-    """Queue ``item``, waiting while the client reads slowly; False once the stream stopped."""
-    while not stop.is_set():
-        try:
-            items.put(item, timeout=0.5)
-            return True
-        except queue.Full:
-            continue
-    return False
+        finally:
+            self.space.set()
