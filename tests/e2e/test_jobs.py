@@ -48,10 +48,16 @@ def test_gang_larger_than_free_gpus_starts_nothing_and_says_why(muster_home: Pat
 
 
 def test_on_failure_restarts_the_whole_gang_then_backoff_limit_fails_the_job(muster_home: Path):
+    # Rank 1 fails once rank 0 of the same run has started (a marker file), every run.
     script = (
         "import os, sys, time\n"
-        "print('run', os.environ['MUSTER_RESTART_COUNT'], flush=True)\n"
-        "if os.environ['RANK'] == '1': sys.exit(3)\n"
+        "run, ck = os.environ['MUSTER_RESTART_COUNT'], os.environ['MUSTER_CHECKPOINT_DIR']\n"
+        "marker = os.path.join(ck, 'rank0-run' + run)\n"
+        "print('run', run, flush=True)\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    while not os.path.exists(marker): time.sleep(0.05)\n"
+        "    sys.exit(3)\n"
+        "open(marker, 'w').close()\n"
         "time.sleep(600)\n"
     )
     with cluster(muster_home) as (up, client):
@@ -61,10 +67,9 @@ def test_on_failure_restarts_the_whole_gang_then_backoff_limit_fails_the_job(mus
         assert "pod flaky-worker-1 failed: Error (exit code 3)" in message
         assert "restarted 1 time(s) and backoffLimit is 1" in message
         assert job["status"]["restartCount"] == 1
-        # The failing replica ran twice; the healthy one was stopped with the gang and started
-        # again (its second run may have been stopped before it printed: the job failed).
-        assert pod_log(up.home, "flaky-worker-1").splitlines()[0] == "run 1"
+        # Both replicas ran twice: the healthy one was stopped and restarted with the gang.
         for pod in ("flaky-worker-0", "flaky-worker-1"):
+            assert pod_log(up.home, pod).splitlines()[0] == "run 1"
             assert (up.home / "logs" / "default" / pod / "main.log.1").read_text().splitlines()[0] == "run 0"
         wait_for(
             lambda: not [p for p in client.list("Pod")["items"] if p["status"]["phase"] == "Running"],
