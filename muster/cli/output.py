@@ -13,7 +13,7 @@ import yaml
 from muster.cli.app import console
 from muster.cli.columns import Column, columns_for, row
 
-__all__ = ["Output", "Table", "print_objects", "print_value", "to_yaml"]
+__all__ = ["Output", "Table", "print_objects", "print_rows", "print_value", "to_yaml"]
 
 
 class Output(StrEnum):
@@ -69,3 +69,11 @@ def print_objects(
 def print_value(value: Any, output: Output) -> None:
     text = json.dumps(value, indent=2) if output == Output.json else to_yaml(value).rstrip("\n")
     console.print(text, markup=False, soft_wrap=True)
+
+
+def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> None:
+    """Aligned columns under a header, for tables that are not one kind's objects."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    for n, cells in enumerate([headers, *rows]):
+        line = indent + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+        console.print(line, markup=False, highlight=False, style="bold" if n == 0 and not indent else None)
