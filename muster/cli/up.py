@@ -1,5 +1,5 @@
-"""``muster up``: the control plane in the foreground (API server, defaults, and later the
-controllers, scheduler loop and runtime through the server's start-up hooks).
+"""``muster up``: the control plane in the foreground: the API server, the defaults, and the
+manager (controllers, scheduler loop and runtime) through the server's start-up hooks.
 
 It binds 127.0.0.1 unless told otherwise, creates the admin token on first start, and
 writes ``$MUSTER_HOME/server.json`` once it listens so the CLI finds it; the file is removed
@@ -25,9 +25,14 @@ from muster.config import Settings, settings
 if TYPE_CHECKING:
     import uvicorn
 
+    from muster.controllers.manager import ManagerConfig
+
 __all__ = ["up"]
 
 DEFAULT_PORT = 7070
+# The scheduler's placement policies (muster.scheduler.PLACEMENT_POLICIES), listed here so the
+# help text does not import the scheduler (and NumPy) for every command.
+_PLACEMENTS = ("binpack", "spread", "bestfit", "dotprod", "gpu-packing", "gpu-clustering", "fgd", "random")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -56,6 +61,27 @@ def up(
         ),
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    runtime: Annotated[
+        str,
+        typer.Option(
+            "--runtime",
+            help="Where pods run: local (processes on this machine) or none (the API server only: "
+            "no controllers, scheduling or pods).",
+        ),
+    ] = "local",
+    fake_gpus: Annotated[
+        str | None,
+        typer.Option(
+            "--fake-gpus",
+            help="Declare N virtual GPUs, N[:MODEL[:MEMORY]] (e.g. 4 or 4:A100:80Gi), for machines "
+            "without GPUs.",
+            show_default=False,
+        ),
+    ] = None,
+    placement: Annotated[
+        str,
+        typer.Option("--placement", help=f"Placement policy of the scheduler: {', '.join(_PLACEMENTS)}."),
+    ] = "binpack",
 ) -> None:
     """Run the Muster control plane in the foreground."""
     # Imported here: the server, database drivers and uvicorn would slow every other command.
@@ -67,6 +93,7 @@ def up(
     from muster.store import StoreError, open_store
 
     s = settings(home=home, store=store)
+    manager = _manager_config(runtime, fake_gpus, placement, s)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
     creds = load_or_create_credentials(s.credentials_path)
@@ -89,7 +116,7 @@ def up(
         f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)",
         markup=False,
     )
-    application = create_app(opened, [creds.token], hooks=server_hooks())
+    application = create_app(opened, [creds.token], hooks=server_hooks(manager))
     config = uvicorn.Config(
         application,
         host=host,
@@ -113,6 +140,27 @@ def up(
         signal.signal(signal.SIGTERM, previous)
         opened.close()
         _remove_server_file(s, url)
+
+
+def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Settings) -> ManagerConfig | None:
+    """The manager's settings from the options; bad values fail here, before anything starts."""
+    from muster.controllers.manager import RUNTIMES, ManagerConfig
+    from muster.runtime.local.fake import FakeGpuSpecError, parse_fake_gpus
+
+    if runtime == "none":
+        if fake_gpus:
+            fail("--fake-gpus needs a runtime: drop --runtime none", EXIT_BAD_INPUT)
+        return None
+    if runtime not in RUNTIMES:
+        fail(f"--runtime {runtime!r} is unknown; use one of {', '.join((*RUNTIMES, 'none'))}", EXIT_BAD_INPUT)
+    if placement not in _PLACEMENTS:
+        fail(f"--placement {placement!r} is unknown; use one of {', '.join(_PLACEMENTS)}", EXIT_BAD_INPUT)
+    if fake_gpus:
+        try:
+            parse_fake_gpus(fake_gpus)
+        except FakeGpuSpecError as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
+    return ManagerConfig(runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home)
 
 
 class _Terminated(Exception):

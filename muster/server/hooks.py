@@ -1,19 +1,36 @@
 """The start-up/shutdown hooks ``muster up`` runs, in order. This list is the one place
-where the parts of the control plane join the server process: the manager (controllers,
-scheduler loop, runtime) adds its Hook here, after the defaults exist."""
+where the parts of the control plane join the server process: the defaults first, then the
+manager (controllers, scheduler loop, runtime) when a :class:`ManagerConfig` is given."""
 
 from __future__ import annotations
 
 from muster.controllers.defaults import create_defaults
+from muster.controllers.manager import Manager, ManagerConfig
 from muster.server.app import Hook, ServerContext
 
 __all__ = ["server_hooks"]
 
 
-def server_hooks() -> list[Hook]:
-    return [Hook("defaults", start=_create_defaults)]
+def server_hooks(manager: ManagerConfig | None = None) -> list[Hook]:
+    """The hooks of a server; with ``manager`` it also runs pods (``muster up`` does)."""
+    hooks = [Hook("defaults", start=_create_defaults)]
+    if manager is not None:
+        hooks.append(Hook("manager", start=lambda ctx: _start_manager(ctx, manager), stop=_stop_manager))
+    return hooks
 
 
 def _create_defaults(ctx: ServerContext) -> None:
     created = create_defaults(ctx.store)
     ctx.state["defaults_created"] = [f"{r.object['kind']}/{r.object['metadata']['name']}" for r in created]
+
+
+def _start_manager(ctx: ServerContext, config: ManagerConfig) -> None:
+    manager = Manager(ctx.store, config)
+    manager.start()
+    ctx.state["manager"] = manager
+
+
+def _stop_manager(ctx: ServerContext) -> None:
+    manager = ctx.state.pop("manager", None)
+    if manager is not None:
+        manager.stop()

@@ -82,9 +82,17 @@ def new_object(obj: Obj, revision: int, uid: str) -> Obj:
 
 
 def merge_update(stored: Obj, new: Obj) -> Obj | None:
-    """``update``: new user metadata and body, stored status. None when nothing changed."""
+    """``update``: new user metadata and body, stored status. None when nothing changed.
+
+    ``metadata.deletionTimestamp`` may be set once (a graceful-deletion request: the owner of
+    the object, e.g. a pod's executor, finishes it and deletes the object); once set it stays,
+    whatever later updates carry.
+    """
     meta = new.get("metadata") or {}
     user_meta = {k: copy.deepcopy(meta[k]) for k in USER_META if meta.get(k)}
+    deleting = meta.get("deletionTimestamp")
+    if deleting and not stored["metadata"].get("deletionTimestamp"):
+        return _merged(stored, user_meta, body(new), deletion=str(deleting))
     return _merged(stored, user_meta, body(new))
 
 
@@ -121,14 +129,18 @@ def with_revision(obj: Obj, revision: int) -> Obj:
     return obj
 
 
-def _merged(stored: Obj, user_meta: dict[str, Any], new_body: dict[str, Any]) -> Obj | None:
+def _merged(
+    stored: Obj, user_meta: dict[str, Any], new_body: dict[str, Any], deletion: str | None = None
+) -> Obj | None:
     old_meta = stored["metadata"]
     old_user = {k: old_meta[k] for k in USER_META if old_meta.get(k)}
     old_body = body(stored)
-    if user_meta == old_user and new_body == old_body:
+    if user_meta == old_user and new_body == old_body and deletion is None:
         return None
     meta = {k: v for k, v in old_meta.items() if k not in USER_META}
     meta.update(user_meta)
+    if deletion is not None:
+        meta["deletionTimestamp"] = deletion
     if new_body != old_body:
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
     return _assemble(stored, meta, copy.deepcopy(new_body), stored.get("status"))

@@ -104,6 +104,24 @@ class TestUpdate:
         assert store.update_status({**first, "status": None}) == first
         assert store.revision() == before
 
+    def test_update_sets_deletion_timestamp_once(self, store: Store):
+        first = store.create(job("a"))
+        asked = copy.deepcopy(first)
+        asked["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00.000000Z"
+        asked["metadata"]["annotations"] = {"muster.dev/stop-reason": "Preempted"}
+        second = store.update(asked)
+        assert second["metadata"]["deletionTimestamp"] == "2030-01-01T00:00:00.000000Z"
+        assert second["metadata"]["generation"] == 1
+        # Later updates neither move nor clear it.
+        later = copy.deepcopy(second)
+        later["metadata"]["deletionTimestamp"] = "2031-01-01T00:00:00.000000Z"
+        later["spec"]["x"] = 2
+        third = store.update(later)
+        assert third["metadata"]["deletionTimestamp"] == "2030-01-01T00:00:00.000000Z"
+        cleared = copy.deepcopy(third)
+        del cleared["metadata"]["deletionTimestamp"]
+        assert store.update(cleared)["metadata"]["deletionTimestamp"] == "2030-01-01T00:00:00.000000Z"
+
     def test_update_missing_is_not_found(self, store: Store):
         with pytest.raises(NotFound):
             store.update(job("ghost"))
