@@ -267,6 +267,13 @@ class TaskNode(MusterModel):
     )
     cache_hit: bool = Field(default=False, description="Whether outputs came from the cache.")
     outputs: TaskOutputs = Field(default_factory=TaskOutputs, description="Recorded outputs.")
+    retry_at: str | None = Field(
+        default=None, description="When the next attempt may start (retryStrategy backoff, UTC)."
+    )
+    item: Any = Field(default=None, description="The withItems/withParam item of this run.")
+    children: list[str] = Field(
+        default_factory=list, description="The runs of a fanned-out task, e.g. train(0), train(1)."
+    )
 
 
 class WorkflowStatus(MusterModel):
@@ -280,6 +287,9 @@ class WorkflowStatus(MusterModel):
     started_at: str | None = Field(default=None, description="When it started (UTC).")
     finished_at: str | None = Field(default=None, description="When it finished (UTC).")
     message: str = Field(default="", description="Why it failed, if it did.")
+    retries: int = Field(
+        default=0, ge=0, description="`muster retry` requests carried out (the muster.dev/retry annotation)."
+    )
     conditions: list[Condition] = Field(default_factory=list, description="Conditions.")
 
 
