@@ -261,7 +261,12 @@ class TaskNode(MusterModel):
     message: str = Field(default="", description="Human-readable detail.")
     started_at: str | None = Field(default=None, description="When the first attempt started (UTC).")
     finished_at: str | None = Field(default=None, description="When it finished (UTC).")
-    attempts: int = Field(default=0, ge=0, description="Attempts so far.")
+    attempts: int = Field(default=0, ge=0, description="Attempts so far (across `muster retry`).")
+    attempts_before_retry: int = Field(
+        default=0,
+        ge=0,
+        description="Attempts made before the last `muster retry`; retryStrategy.limit counts after.",
+    )
     cache_key: str | None = Field(
         default=None, description="SHA-256 cache key of the task definition and inputs."
     )

@@ -217,7 +217,7 @@ class _Pass:
             for child in node["children"]:
                 self._leaf(child, task, failing)
             return
-        if phase is TaskPhase.RUNNING or node.get("attempts"):
+        if phase is TaskPhase.RUNNING or _started(node):
             self._leaf(name, task, failing)
             return
         if name != self.exit_task:
@@ -266,11 +266,11 @@ class _Pass:
         phase = node_phase(node)
         if phase is not TaskPhase.PENDING:
             return  # running attempts were observed at the start of the pass
-        if failing and not node.get("attempts") and base_task(name) != self.exit_task:
+        if failing and not _started(node) and base_task(name) != self.exit_task:
             self._move(name, TaskPhase.OMITTED, "FailFast", "not started: another task failed")
             return
         when = task.get("when")
-        if when and _mentions_item(when) and not node.get("attempts"):
+        if when and _mentions_item(when) and not _started(node):
             try:
                 if not self._scope(task, node.get("item", NO_ITEM)).when(when):
                     self._move(name, TaskPhase.SKIPPED, "WhenFalse", f"when {when!r} is false")
@@ -348,7 +348,7 @@ class _Pass:
     def _launch(self, name: str, task: Obj, node: Obj, priority: tuple[int, str | None]) -> Launch:
         plan = self._resolve(task, node)
         attempt = int(node.get("attempts") or 1)
-        object_name = attempt_name(self.wf, name, int(self.status.get("retries") or 0), attempt)
+        object_name = attempt_name(self.wf, name, attempt)
         run = self.artifacts.run_dirs(self.ns, self.wf["metadata"]["uid"], object_name)
         paths = ArtifactPaths(str(run.inputs), lambda d: str(self.artifacts.path(d)))
         timeout = parse_duration(task["timeout"]) if task.get("timeout") else None
@@ -373,8 +373,7 @@ class _Pass:
             if node_phase(node) is not TaskPhase.RUNNING or node.get("children"):
                 continue
             task = self.tasks[base_task(name)]
-            retries = int(self.status.get("retries") or 0)
-            object_name = attempt_name(self.wf, name, retries, int(node.get("attempts") or 1))
+            object_name = attempt_name(self.wf, name, int(node.get("attempts") or 1))
 
             def launch(n: str = name, t: Obj = task, nd: Obj = node) -> Launch:
                 priority = priority_of(
@@ -543,6 +542,11 @@ class _Plan:
         self.key: str | None = None
         self.hit: Obj | None = None
         self.miss = ""
+
+
+def _started(node: Obj) -> bool:
+    """Whether the node made an attempt since it was (re)set: then it is retrying, not new."""
+    return int(node.get("attempts") or 0) > int(node.get("attemptsBeforeRetry") or 0)
 
 
 def _mentions_item(text: str) -> bool:

@@ -17,8 +17,8 @@ Every object carries the labels :data:`WORKFLOW_LABEL`, :data:`TASK_LABEL` and
 container gets ``MUSTER_INPUTS_DIR``, ``MUSTER_OUTPUTS_DIR``, ``MUSTER_WORKFLOW_NAME``,
 ``MUSTER_WORKFLOW_TASK`` (the node, e.g. ``train(1)``) and ``MUSTER_TASK_ATTEMPT``.
 
-Names are derived (:func:`attempt_name`) from the workflow's uid, the node, the
-``muster retry`` count and the attempt number, so a controller that crashed between writing
+Names are derived (:func:`attempt_name`) from the workflow's uid, the node and the attempt
+number (which ``muster retry`` does not reset), so a controller that crashed between writing
 its decision and creating the object finds the same name on its next pass.
 """
 
@@ -76,10 +76,10 @@ _TASK_FAILURES = ("Error", "OOMKilled", "DeadlineExceeded")
 _EVICTION_STOPS = (StopReasons.PREEMPTED, StopReasons.SUSPENDED)
 
 
-def attempt_name(wf: Obj, node: str, retries: int, attempt: int) -> str:
+def attempt_name(wf: Obj, node: str, attempt: int) -> str:
     """The name of the objects of attempt ``attempt`` of ``node`` (``<workflow>-<task>-<hash>``)."""
     meta = wf["metadata"]
-    digest = hashlib.sha256(f"{meta.get('uid')}/{node}/{retries}/{attempt}".encode()).hexdigest()[:8]
+    digest = hashlib.sha256(f"{meta.get('uid')}/{node}/{attempt}".encode()).hexdigest()[:8]
     slug = re.sub(r"[^a-z0-9-]+", "-", node.lower()).strip("-")
     prefix = f"{meta['name']}-{slug}"[:_NAME_PREFIX].rstrip("-.")
     return f"{prefix}-{digest}"

@@ -107,7 +107,8 @@ def _reset(node: Obj, name: str, now: float) -> EventSpec:
         event = move_node(node, name, TaskPhase.PENDING, "Retried", why, now)
     for key in ("startedAt", "finishedAt", "cacheKey", "retryAt", "outputs"):
         node.pop(key, None)
-    node["attempts"] = 0
+    # Attempts keep counting (they name the attempts' objects); the limit counts from here.
+    node["attemptsBeforeRetry"] = int(node.get("attempts") or 0)
     node["cacheHit"] = False
     return event
 
