@@ -10,7 +10,7 @@ import typer
 from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_ref
-from muster.cli.output import to_yaml
+from muster.cli.output import print_rows, print_tasks, to_yaml
 from muster.sdk.client import Client
 from muster.store.events import event_namespace, refers_to
 from muster.store.objects import body
@@ -66,11 +66,15 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
         _section("Spec", spec)
     status = dict(obj.get("status") or {})
     conditions = status.pop("conditions", None) or []
+    tasks = obj["kind"] == "Workflow" and status.pop("nodes", None) is not None
     if status:
         _section("Status", status)
+    if tasks:
+        _line("Tasks:")
+        print_tasks(obj, wide=True, indent="  ")
     if conditions:
         _line("Conditions:")
-        _rows(
+        print_rows(
             ["TYPE", "STATUS", "REASON", "MESSAGE", "LAST-TRANSITION"],
             [
                 [
@@ -82,6 +86,7 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
                 ]
                 for c in conditions
             ],
+            indent="  ",
         )
     if obj["kind"] != "Event":
         _events(client, obj, now)
@@ -94,7 +99,7 @@ def _events(client: Client, obj: dict[str, Any], now: datetime) -> None:
         _line("Events:           <none>")
         return
     _line("Events:")
-    _rows(
+    print_rows(
         ["LAST-SEEN", "TYPE", "REASON", "COUNT", "MESSAGE"],
         [
             [
@@ -106,6 +111,7 @@ def _events(client: Client, obj: dict[str, Any], now: datetime) -> None:
             ]
             for e in events[-_RECENT_EVENTS:]
         ],
+        indent="  ",
     )
 
 
@@ -113,12 +119,6 @@ def _section(title: str, value: Any) -> None:
     _line(f"{title}:")
     for text in to_yaml(value).rstrip("\n").splitlines():
         _line(f"  {text}")
-
-
-def _rows(headers: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    for cells in [headers, *rows]:
-        _line("  " + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
 
 
 def _pairs(mapping: dict[str, str] | None) -> str | None:
