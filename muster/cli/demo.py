@@ -1,9 +1,11 @@
-"""``muster demo``: a guided run of the CLI against a throwaway server.
+"""``muster demo``: a guided run of the whole control plane on a throwaway server.
 
-It starts the API server (with the defaults of a first start) in a temporary MUSTER_HOME,
-then runs real ``muster`` commands on the manifests in ``examples/quickstart/`` and prints
-each command with its output: queues, a TrainingJob, a rejected manifest, a watch, a delete.
-Nothing outside the temporary directory is touched.
+It starts the API server with the manager (controllers, scheduler loop, local runtime with
+four fake GPUs) in a temporary MUSTER_HOME, then runs real ``muster`` commands on the
+manifests in ``examples/quickstart/`` and prints each command with its output: the node and
+its GPUs, the queues, a two-worker TrainingJob admitted, running and succeeded, the
+environment each replica saw, a rejected manifest, a delete. It needs no GPU and no torch,
+and nothing outside the temporary directory is touched; its processes end with it.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from muster.cli.app import app, console
 __all__ = ["demo"]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+_GPUS = "4"
 
 
 @app.command()
 def demo() -> None:
-    """Tour the API server, store and CLI on a throwaway server (about a minute)."""
+    """Tour the control plane on a throwaway server with fake GPUs (about a minute)."""
+    from muster.controllers.manager import ManagerConfig
     from muster.sdk.client import Client
     from muster.server.embedded import serve_in_thread
     from muster.server.hooks import server_hooks
@@ -37,62 +41,93 @@ def demo() -> None:
     token = "demo-token"
     with tempfile.TemporaryDirectory(prefix="muster-demo-") as home:
         store = open_store(f"sqlite:///{home}/muster.db")
+        manager = ManagerConfig(fake_gpus=_GPUS, home=Path(home))
+        saved = {k: os.environ.get(k) for k in ("MUSTER_HOME", "MUSTER_SERVER", "MUSTER_TOKEN")}
         try:
-            with serve_in_thread(store, [token], server_hooks()) as url:
-                saved = {k: os.environ.get(k) for k in ("MUSTER_HOME", "MUSTER_SERVER", "MUSTER_TOKEN")}
+            with serve_in_thread(store, [token], server_hooks(manager)) as url:
                 os.environ.update(MUSTER_HOME=home, MUSTER_SERVER=url, MUSTER_TOKEN=token)
-                try:
-                    _tour(url, Client(url, token))
-                finally:
-                    for key, value in saved.items():
-                        if value is None:
-                            os.environ.pop(key, None)
-                        else:
-                            os.environ[key] = value
+                with Client(url, token) as client:
+                    _tour(url, client, Path(home))
         finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
             store.close()
+    _say("The server stopped; the demo's MUSTER_HOME is gone.")
 
 
-def _tour(url: str, client: object) -> None:
+def _tour(url: str, client: object, home: Path) -> None:
     from muster.sdk.client import Client
+    from muster.testing import wait_for
 
     assert isinstance(client, Client)
     rel = os.path.relpath(EXAMPLES, Path.cwd()) if Path.cwd() in EXAMPLES.parents else str(EXAMPLES)
-    _say(f"A Muster API server is up at {url} (SQLite in a temporary MUSTER_HOME).")
     _say(
-        "A first start creates a default flavor and queues; the ClusterQueue's quota is the sum of "
-        "the registered nodes (none yet here, so 0 until a runtime registers this machine):"
+        f"A Muster control plane is up at {url}: the API server, the scheduler loop and the "
+        f"controllers, running pods as local processes, with SQLite in a temporary MUSTER_HOME."
     )
+    _say(
+        f"This machine registered itself as a Node, with {_GPUS} fake GPUs (`muster up --fake-gpus {_GPUS}`):"
+    )
+    wait_for(lambda: client.list("Node")["items"], timeout=30, what="the node to register")
+    _run("get", "nodes")
+    _say("A first start creates a default flavor and queues; the ClusterQueue's quota follows the nodes:")
+    wait_for(lambda: _gpu_quota(client) == _GPUS, timeout=30, what="the default queue's quota")
     _run("get", "clusterqueues", "-o", "wide")
-    _run("get", "localqueues", "-A")
-    _say("Add a team queue and a priority, then a two-worker training job:")
+    _say("Add a team queue and a priority, then a two-worker job (one GPU each), and follow it:")
+    states: list[str] = []
+    start = client.list("TrainingJob")["metadata"]["resourceVersion"]
+    stream = client.watch("TrainingJob", resource_version=start)
+    reader = threading.Thread(target=lambda: _follow(stream, states), daemon=True)
+    reader.start()
     _run("apply", "-f", f"{rel}/queues.yaml")
     _run("apply", "-f", f"{rel}/train.yaml")
-    _run("get", "trainingjobs")
+    wait_for(lambda: "Succeeded" in states, timeout=120, what="the job to succeed")
+    stream.close()
+    _say("Its states, as `muster get trainingjobs -w` shows them:")
+    for line in _dedup(states):
+        console.print(f"  trainingjob/mnist  {line}", markup=False)
+    _run("get", "workloads", "-o", "wide")
+    _run("get", "pods")
+    _say("The environment each replica saw (DESIGN §7; CUDA_VISIBLE_DEVICES is its bound GPU):")
+    for log in sorted((home / "logs" / "default").glob("mnist-worker-*/trainer.log")):
+        console.print(f"  {log.parent.name}: {log.read_text().strip()}", markup=False)
     _run("describe", "trainingjob", "mnist")
     _say("A manifest with mistakes is rejected whole, naming file, document, field and rule:")
     _run("apply", "-f", f"{rel}/broken/job.yaml")
-    _run("get", "trainingjobs", "-o", "name")
-    _say("Watch streams every change in order; here a re-apply with a new label, then a delete:")
-    events: list[str] = []
-    start = client.list("TrainingJob")["metadata"]["resourceVersion"]
-    stream = client.watch("TrainingJob", resource_version=start)
-    reader = threading.Thread(
-        target=lambda: events.extend(
-            f"{e['type']:<9} trainingjob/{e['object']['metadata']['name']}" for e in stream
-        ),
-        daemon=True,
-    )
-    reader.start()
-    job = client.get("TrainingJob", "mnist")
-    job["metadata"]["labels"]["stage"] = "tuning"
-    client.apply([job])
+    _say("Deleting the job removes its Workload and pods too:")
     _run("delete", "-f", f"{rel}/train.yaml")
-    _wait_for_events(events, 2)
-    stream.close()
-    for line in events:
-        console.print(f"  {line}", markup=False)
-    _say("Next: `muster up` runs this server for real; see README.md for the five-minute tour.")
+    wait_for(lambda: not client.list("Pod")["items"], timeout=30, what="the pods to go")
+    _run("get", "pods")
+    _say("Next: `muster up` runs this for real (add --fake-gpus 4 without GPUs); see README.md.")
+
+
+def _follow(stream: object, states: list[str]) -> None:
+    from muster.cli.columns import COLUMNS, row
+
+    state = next(c for c in COLUMNS["TrainingJob"] if c.header == "STATE")
+    for event in stream:  # type: ignore[attr-defined]
+        states.append(row(event["object"], [state])[0])
+
+
+def _dedup(states: list[str]) -> list[str]:
+    out: list[str] = []
+    for s in states:
+        if s != "<none>" and (not out or out[-1] != s):
+            out.append(s)
+    return out
+
+
+def _gpu_quota(client: object) -> str | None:
+    cq = client.get("ClusterQueue", "default")  # type: ignore[attr-defined]
+    for group in cq["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            for r in flavor["resources"]:
+                if r["name"] == "nvidia.com/gpu":
+                    return str(r["nominalQuota"])
+    return None
 
 
 def _run(*args: str) -> None:
@@ -107,9 +142,3 @@ def _run(*args: str) -> None:
 
 def _say(text: str) -> None:
     console.print(f"\n# {text}", style="green", markup=False)
-
-
-def _wait_for_events(events: list[str], count: int) -> None:
-    from muster.testing import wait_for
-
-    wait_for(lambda: len(events) >= count, timeout=10, what=f"{count} watch events")

@@ -27,7 +27,7 @@ from typing import Any
 from muster.controllers.context import Context
 from muster.controllers.launch import device_binding, pod_launch, pod_ref
 from muster.controllers.lifecycle import POD_TRANSITIONS, EventSpec, IllegalTransition, PodPhase, check
-from muster.controllers.pods import is_final, phase, stop_reason, stop_requested
+from muster.controllers.pods import ended_by_stop, is_final, phase, stop_reason, stop_requested
 from muster.runtime.base import (
     STOP_REASONS,
     LaunchError,
@@ -220,7 +220,6 @@ class PodExecutor:
             self.ctx.cache.mark([("Pod", pod["metadata"].get("namespace") or "", pod["metadata"]["name"])])
             return
         self._tracked[launch.ref.uid] = launch.ref
-        self.ctx.event(pod, EventSpec("Normal", "Starting", f"starting on node {node}" + _gpus(pod)))
         for warning in warnings:
             self.ctx.event(pod, EventSpec("Warning", "NotHonoured", warning))
 
@@ -265,8 +264,10 @@ class PodExecutor:
         self._finish_stop(stored)
 
     def _finish_stop(self, pod: Obj) -> None:
-        """A final pod that was asked to stop: its status is stored, so the object goes."""
-        if stop_requested(pod) and is_final(pod):
+        """A final pod the stop ended: its status is stored, so the object goes. One that ended
+        on its own before the stop reached it keeps its outcome, as any pod that ended does,
+        until its owner deletes it."""
+        if stop_requested(pod) and is_final(pod) and ended_by_stop(pod):
             self.ctx.delete(pod)
 
     def _release(self, ref: PodRef) -> None:

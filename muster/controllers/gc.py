@@ -62,6 +62,4 @@ def _remove(ctx: Context, obj: Obj) -> int:
         if stop_requested(obj):
             return 0
         return int(ctx.update(stop_requested_object(obj, StopReasons.DELETED, ctx.now())) is not None)
-    if obj["kind"] == "Pod" and stop_requested(obj):
-        return 0  # its executor deletes it once the final status is stored
     return int(ctx.delete(obj))

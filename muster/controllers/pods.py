@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from muster.controllers.conditions import iso
+from muster.runtime.base import StopReason
 from muster.store.base import Conflict, NotFound, Obj, Store
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "WORKLOAD_LABEL",
     "StopReasons",
     "describe_failure",
+    "ended_by_stop",
     "exit_code",
     "is_final",
     "phase",
@@ -43,6 +45,7 @@ WORKLOAD_LABEL = "muster.dev/workload"
 ATTEMPT_LABEL = "muster.dev/attempt"
 STOP_REASON_ANNOTATION = "muster.dev/stop-reason"
 FINAL_PHASES = ("Succeeded", "Failed")
+_RUNTIME_STOP_REASONS = frozenset(r.value for r in StopReason)
 
 
 class StopReasons:
@@ -70,6 +73,13 @@ def stop_requested(pod: Obj) -> bool:
 
 def stop_reason(pod: Obj) -> str | None:
     return (pod["metadata"].get("annotations") or {}).get(STOP_REASON_ANNOTATION)
+
+
+def ended_by_stop(pod: Obj) -> bool:
+    """Whether the pod's final status is the stop's doing (its reason is the stop's), not an
+    end of its own that came first."""
+    reason = (pod.get("status") or {}).get("reason")
+    return reason is not None and (reason == stop_reason(pod) or reason in _RUNTIME_STOP_REASONS)
 
 
 def stop_requested_object(pod: Obj, reason: str, now: float) -> Obj:

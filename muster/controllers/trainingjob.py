@@ -89,8 +89,13 @@ class _Pass:
         self.ctl = ctl
         self.ctx = ctl.ctx
         self.original = job
-        self.job = copy.deepcopy(job)
-        self.status: Obj = self.job.setdefault("status", {})
+        # A finished job's status never changes again (only its clean-up runs): no copy.
+        self.done = job_phase(job) in (JobPhase.SUCCEEDED, JobPhase.FAILED)
+        self.job = job if self.done else copy.deepcopy(job)
+        if self.done:
+            self.status: Obj = self.job.get("status") or {}
+        else:
+            self.status = self.job.setdefault("status", {})
         self.events: list[EventSpec] = []
         self.now = self.ctx.now()
         meta = job["metadata"]
@@ -99,12 +104,12 @@ class _Pass:
     # -- the pass --------------------------------------------------------------------------
 
     def run(self) -> None:
+        if self.done:
+            self._finished()
+            return
         if job_phase(self.job) is None:
             self._move(JobPhase.CREATED, "Created", "the job was accepted")
-        if job_phase(self.job) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
-            self._finished()
-        else:
-            self._active()
+        self._active()
         self._write()
 
     def _active(self) -> None:
@@ -393,9 +398,6 @@ class _Pass:
         if self.now >= done + ttl:
             if self.ctx.delete(self.original):
                 log.info("deleted %s/%s: ttlSecondsAfterFinished passed", self.ns, self.name)
-            self.events.clear()
-            self.status.clear()
-            self.original = {}
         else:
             self.ctx.wake_at(done + ttl, self.original)
 
@@ -404,8 +406,7 @@ class _Pass:
         remaining = False
         for p in pods:
             if is_final(p):
-                # One asked to stop is deleted by its executor once its final status is stored.
-                remaining |= stop_requested(p) or not self.ctx.delete(p)
+                remaining |= not self.ctx.delete(p)
             else:
                 remaining = True
                 if not stop_requested(p):
@@ -432,7 +433,7 @@ class _Pass:
         self.events.append(move_job(self.job, to, reason, message, self.now))
 
     def _write(self) -> None:
-        if not self.original or self.status == (self.original.get("status") or {}):
+        if self.status == (self.original.get("status") or {}):
             return
         stored = self.ctx.update_status(self.job)
         if stored is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from muster.runtime.base import PodReason
 from muster.store.events import events_for
+from muster.testing.factories import cluster_queue, local_queue
 from tests.controllers.conftest import Harness, job
 
 
@@ -179,34 +180,8 @@ def test_preemption_requeues_without_counting_against_backoff(harness: Harness):
 
 def test_gang_larger_than_the_node_starts_nothing_and_says_why(harness: Harness):
     h = harness
-    big = {
-        "apiVersion": "muster.dev/v1",
-        "kind": "ClusterQueue",
-        "metadata": {"name": "big"},
-        "spec": {
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "default",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "100"},
-                                {"name": "memory", "nominalQuota": "1Ti"},
-                                {"name": "nvidia.com/gpu", "nominalQuota": "64"},
-                            ],
-                        }
-                    ],
-                }
-            ]
-        },
-    }
-    lq = {
-        "apiVersion": "muster.dev/v1",
-        "kind": "LocalQueue",
-        "metadata": {"name": "big", "namespace": "default"},
-        "spec": {"clusterQueue": "big"},
-    }
+    big = cluster_queue("big", {"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "64"})
+    lq = local_queue("big", "big")
     h.apply(big, lq, job("huge", workers=3, gpus=2, queueName="big"))
     h.settle(lambda: h.has("TrainingJob", "huge", "Queued", "InsufficientResources"))
     pending = h.get("Workload", "huge")["status"]["pending"]

@@ -1,4 +1,9 @@
-"""End to end: `muster up` as a process in a private MUSTER_HOME, driven by the `muster` CLI."""
+"""End to end: `muster up` as a process in a private MUSTER_HOME, driven by the `muster` CLI.
+
+These tests are about the API server, the store and the CLI, so the server runs with
+`--runtime none` (no manager): objects stay exactly as written. Jobs that run are in
+test_jobs.py and test_ddp.py.
+"""
 
 from __future__ import annotations
 
@@ -20,10 +25,12 @@ from muster.testing.up import MusterUp, muster_command, run_cli
 
 pytestmark = pytest.mark.slow
 
+API_ONLY = ["--runtime", "none"]
+
 
 @pytest.fixture
 def up(muster_home: Path) -> Iterator[MusterUp]:
-    with MusterUp(muster_home) as server:
+    with MusterUp(muster_home, extra_args=API_ONLY) as server:
         yield server
 
 
@@ -135,7 +142,7 @@ def test_apply_is_all_or_nothing(up: MusterUp, tmp_path: Path):
 
 
 def test_restart_keeps_every_object(muster_home: Path, tmp_path: Path):
-    server = MusterUp(muster_home).start()
+    server = MusterUp(muster_home, extra_args=API_ONLY).start()
     try:
         docs = [training_job(f"job-{i}", labels={"i": str(i)}) for i in range(20)] + [flavor("a100")]
         assert cli(muster_home, "apply", "-f", write(tmp_path, "many.yaml", *docs)).returncode == 0
@@ -146,7 +153,7 @@ def test_restart_keeps_every_object(muster_home: Path, tmp_path: Path):
         token = server.token
         assert server.stop() == 0
         assert not (muster_home / "server.json").exists()  # a clean exit removes it
-        server = MusterUp(muster_home, port=server.port).start()
+        server = MusterUp(muster_home, port=server.port, extra_args=API_ONLY).start()
         assert server.token == token  # the credentials of the first start are kept
         after = _everything(server)
         assert after == before
@@ -161,11 +168,11 @@ def test_restart_keeps_every_object(muster_home: Path, tmp_path: Path):
 
 def test_postgresql_store_survives_a_restart(muster_home: Path, tmp_path: Path, postgres_server):
     url = postgres_server.create_database()
-    with MusterUp(muster_home, extra_args=["--store", url]) as server:
+    with MusterUp(muster_home, extra_args=["--store", url, *API_ONLY]) as server:
         assert cli(muster_home, "apply", "-f", write(tmp_path, "a.yaml", training_job("pg"))).returncode == 0
         port = server.port
     (muster_home / "muster.db").unlink(missing_ok=True)  # proof the data is not in SQLite
-    with MusterUp(muster_home, port=port, extra_args=["--store", url]):
+    with MusterUp(muster_home, port=port, extra_args=["--store", url, *API_ONLY]):
         assert cli(muster_home, "get", "tj", "-o", "name").stdout.split() == ["trainingjob/pg"]
 
 
@@ -186,3 +193,12 @@ def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_")}
     env["MUSTER_HOME"] = str(home)
     return env
+
+
+def test_bad_manager_options_fail_before_anything_starts(muster_home: Path):
+    bad = cli(muster_home, "up", "--fake-gpus", "4:A100:80GG")
+    assert bad.returncode == 2
+    assert "memory '80GG' is not a quantity" in bad.stderr
+    policy = cli(muster_home, "up", "--placement", "tightest")
+    assert policy.returncode == 2 and "--placement 'tightest' is unknown" in policy.stderr
+    assert not (muster_home / "server.json").exists()
