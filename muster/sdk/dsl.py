@@ -108,7 +108,11 @@ class Task:
         builder = _Builder.current
         if builder is None:
             return self.fn(*args, **kwargs)
-        return builder.add(self, self.signature.bind(*args, **kwargs))
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise SdkError(f"task {self.name}: {exc}") from None
+        return builder.add(self, bound)
 
     @property
     def reference(self) -> str:
@@ -185,9 +189,12 @@ class WorkflowDef:
 
     def compile(self, name: str | None = None, namespace: str = "default", **params: Any) -> Obj:
         """The Workflow (a wire dict) for these parameter values (defaults fill the rest)."""
-        bound = self.signature.bind(**params)
+        try:
+            bound = self.signature.bind_partial(**params)
+        except TypeError as exc:
+            raise SdkError(f"workflow {self.name}: {exc}") from None
         bound.apply_defaults()
-        missing = [p for p, v in bound.arguments.items() if v is inspect.Parameter.empty]
+        missing = [p for p in self.signature.parameters if p not in bound.arguments]
         if missing:
             raise SdkError(f"workflow {self.name}: no value for parameter(s) {', '.join(missing)}")
         builder = _Builder()
