@@ -28,6 +28,16 @@ def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture
+def home_store(muster_home: Path) -> Iterator[Store]:
+    """The SQLite store of the test's MUSTER_HOME (where `muster up` would keep it)."""
+    opened = open_store(f"sqlite:///{muster_home / 'muster.db'}", poll_interval=0.05)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
 @pytest.fixture(scope="session")
 def k8s_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A real kube-apiserver 1.20 (with etcd and kube-controller-manager) shared by the session.

@@ -31,8 +31,12 @@ __all__ = [
     "handle_errors",
     "resolve_kind",
     "resolve_ref",
+    "resolve_target",
     "split_ref",
 ]
+
+# `job/NAME` is how people name a training job on the command line (as `kubectl logs job/x`).
+_KIND_ALIASES = {"job": "TrainingJob", "jobs": "TrainingJob"}
 
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
@@ -97,6 +101,22 @@ def resolve_ref(kind: str, name: str | None) -> tuple[KindInfo, str | None]:
     """The kind and name of ``KIND NAME`` or ``KIND/NAME`` (name None when not given)."""
     kind, name = split_ref(kind, name)
     return resolve_kind(kind), name
+
+
+def resolve_target(ref: str, kinds: tuple[str, ...], default_kind: str | None = None) -> tuple[str, str]:
+    """``(Kind, name)`` of ``KIND/NAME`` (``job/NAME`` is a TrainingJob), or of a bare NAME of
+    ``default_kind``; the kind must be one of ``kinds``."""
+    if "/" not in ref:
+        if default_kind is None:
+            raise BadInput([f"error: {ref!r} is not KIND/NAME (e.g. job/{ref})"])
+        return default_kind, ref
+    kind_part, name = split_ref(ref, None)
+    assert name is not None
+    kind = _KIND_ALIASES.get(kind_part.lower()) or resolve_kind(kind_part).kind
+    if kind not in kinds:
+        allowed = ", ".join(f"{k.lower()}/NAME" for k in kinds)
+        raise BadInput([f"error: {ref!r}: this command takes {allowed} (and job/NAME for a TrainingJob)"])
+    return kind, name
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

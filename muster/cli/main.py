@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 # Command modules register on `app` when imported; keep this list sorted.
-from muster.cli import apply, delete, demo, describe, get, retry, sched, up, version  # noqa: F401
+from muster.cli import (  # noqa: F401
+    apply,
+    delete,
+    demo,
+    describe,
+    get,
+    logs,
+    retry,
+    sched,
+    suspend,
+    top,
+    up,
+    version,
+    why,
+)
 from muster.cli.app import app
 
 

@@ -72,11 +72,11 @@ def print_value(value: Any, output: Output) -> None:
 
 
 def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> None:
-    """Aligned columns under bold headers."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    """Aligned columns under a header, for tables that are not one kind's objects."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     for n, cells in enumerate([headers, *rows]):
         line = indent + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-        console.print(line, style="bold" if n == 0 else None, markup=False)
+        console.print(line, markup=False, highlight=False, style="bold" if n == 0 and not indent else None)
 
 
 def print_tasks(wf: dict[str, Any], wide: bool = False, indent: str = "") -> None:

@@ -116,7 +116,7 @@ def up(
         f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)",
         markup=False,
     )
-    application = create_app(opened, [creds.token], hooks=server_hooks(manager))
+    application = create_app(opened, [creds.token], hooks=server_hooks(manager), home=s.home)
     config = uvicorn.Config(
         application,
         host=host,

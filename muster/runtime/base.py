@@ -16,6 +16,7 @@ Timestamps are RFC 3339 UTC strings with a ``Z`` suffix, as on the wire.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -446,15 +447,18 @@ class SupportsLogs(ABC):
         *,
         follow: bool = False,
         previous: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[str]:
         """Yield the container's output as text lines (newline kept), from the beginning.
 
         ``pod.uid`` may be empty: logs are kept per namespace/name, across incarnations.
         ``container`` may be omitted when the pod has one container; otherwise the error
         lists the names. ``follow`` keeps yielding new output until the container has ended
-        and its output is drained (a pod that is not running ends the stream at once).
-        ``previous`` reads the preceding incarnation's output instead (never followed).
-        Raises :class:`PodNotFound` when there is no such log, naming what exists.
+        and its output is drained (a pod that is not running ends the stream at once), or
+        until ``cancel`` is set (the reader went away): the stream then ends within a
+        moment, without waiting for more output. ``previous`` reads the preceding
+        incarnation's output instead (never followed). Raises :class:`PodNotFound` at the
+        call, before anything is yielded, when there is no such log, naming what exists.
         """
 
 

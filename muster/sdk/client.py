@@ -17,7 +17,7 @@ import json
 import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -26,10 +26,13 @@ from muster.api.registry import KindInfo, lookup
 from muster.config import read_credentials, read_server_file, settings
 from muster.sdk.errors import ApiUnavailable, error_from_response
 
-__all__ = ["DEFAULT_SERVER", "Client", "WatchStream", "discover"]
+__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 _PREFIX = f"/apis/{API_VERSION}"
+# A stream may stay quiet for as long as what it follows does.
+_STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
+T = TypeVar("T")
 
 
 def discover(
@@ -126,9 +129,40 @@ class Client:
         if timeout is not None:
             params["timeoutSeconds"] = timeout
         request = self._http.build_request(
-            "GET", _collection_path(info, namespace), params=params, timeout=httpx.Timeout(30.0, read=None)
+            "GET", _collection_path(info, namespace), params=params, timeout=_STREAM_TIMEOUT
         )
         return WatchStream(self._http, request, self.server)
+
+    def logs(
+        self,
+        name: str,
+        namespace: str | None = None,
+        container: str | None = None,
+        *,
+        follow: bool = False,
+        previous: bool = False,
+        tail_lines: int | None = None,
+    ) -> LogStream:
+        """A pod container's output, line by line (newline kept). ``follow`` streams new
+        output until the container ends; ``previous`` reads the incarnation before the
+        current one; ``tail_lines`` starts at the last N lines. Logs outlive their pods.
+        No such log raises ApiNotFound; a pod that has not started yet raises an ApiError
+        with reason ``PodPending`` (both on the first ``next()``, or on ``open()``). The
+        stream may be closed from any thread."""
+        params: dict[str, Any] = {}
+        if container:
+            params["container"] = container
+        if follow:
+            params["follow"] = "true"
+        if previous:
+            params["previous"] = "true"
+        if tail_lines is not None:
+            params["tailLines"] = tail_lines
+        path = f"{_collection_path(lookup('Pod'), namespace or 'default')}/{name}/log"
+        request = self._http.build_request(
+            "GET", path, params=params, headers={"Accept": "text/plain"}, timeout=_STREAM_TIMEOUT
+        )
+        return LogStream(self._http, request, self.server)
 
     # -- server --------------------------------------------------------------------------
 
@@ -177,22 +211,23 @@ class Client:
         return resp
 
 
-class WatchStream(Iterator[dict[str, Any]]):
-    """The events of one watch request; the request is sent on the first ``next()``."""
+class _Stream(Iterator[T]):
+    """A streaming response read item by item; the request is sent on the first ``next()``.
+    Subclasses say how the body turns into items (:meth:`_items`)."""
 
     def __init__(self, http: httpx.Client, request: httpx.Request, server: str) -> None:
         self._http = http
         self._request = request
         self._server = server
         self._response: httpx.Response | None = None
-        self._lines: Iterator[str] | None = None
+        self._items: Iterator[T] | None = None
         self._closed = False  # by close(): the reader stops quietly, whatever the socket says
         self._reading = False
 
-    def __iter__(self) -> WatchStream:
+    def __iter__(self) -> _Stream[T]:
         return self
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> T:
         if self._closed:
             raise StopIteration
         self._reading = True
@@ -207,6 +242,15 @@ class WatchStream(Iterator[dict[str, Any]]):
             self._reading = False
             if self._closed and self._response is not None:
                 self._response.close()
+
+    def open(self) -> None:
+        """Send the request now, so an error answer (404, ...) raises here, not on ``next()``."""
+        if self._items is None and not self._closed:
+            try:
+                self._open()
+            except (httpx.TransportError, httpx.StreamError) as exc:
+                self.close()
+                raise ApiUnavailable(self._server, _cause(exc)) from exc
 
     def close(self) -> None:
         """End the stream; a ``next()`` blocked in another thread then stops."""
@@ -224,21 +268,38 @@ class WatchStream(Iterator[dict[str, Any]]):
         else:
             self._response.close()
 
-    def __enter__(self) -> WatchStream:
+    def __enter__(self) -> _Stream[T]:
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _next(self) -> dict[str, Any]:
-        if self._lines is None:
-            self._response = self._http.send(self._request, stream=True)
-            if self._response.status_code >= 400:
-                self._response.read()
-                self.close()
-                raise error_from_response(self._response.status_code, _json_or_text(self._response))
-            self._lines = self._response.iter_lines()
-        for line in self._lines:
+    def _open(self) -> None:
+        self._response = self._http.send(self._request, stream=True)
+        if self._response.status_code >= 400:
+            self._response.read()
+            self.close()
+            raise error_from_response(self._response.status_code, _json_or_text(self._response))
+        self._items = self._parse(self._response)
+
+    def _next(self) -> T:
+        if self._items is None:
+            self._open()
+        assert self._items is not None
+        for item in self._items:
+            return item
+        self.close()
+        raise StopIteration
+
+    def _parse(self, response: httpx.Response) -> Iterator[T]:
+        raise NotImplementedError
+
+
+class WatchStream(_Stream[dict[str, Any]]):
+    """The events of one watch request."""
+
+    def _parse(self, response: httpx.Response) -> Iterator[dict[str, Any]]:
+        for line in response.iter_lines():
             if not line.strip():
                 continue
             event = json.loads(line)
@@ -246,9 +307,22 @@ class WatchStream(Iterator[dict[str, Any]]):
                 err = event.get("object") or {}
                 self.close()
                 raise error_from_response(int((err.get("error") or {}).get("code", 500)), err)
-            return event
-        self.close()
-        raise StopIteration
+            yield event
+
+
+class LogStream(_Stream[str]):
+    """The lines of one pod log request, newline kept (a last line may lack it)."""
+
+    def _parse(self, response: httpx.Response) -> Iterator[str]:
+        # Split on "\n" only: a progress bar's "\r" stays inside its line, as in the file.
+        pending = ""
+        for text in response.iter_text():
+            pending += text
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                yield line + "\n"
+        if pending:
+            yield pending
 
 
 def _collection_path(info: KindInfo, namespace: str | None) -> str:

@@ -15,16 +15,18 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
 from muster import __version__
 from muster.api import registry
+from muster.config import settings
 from muster.server.auth import BearerAuth
 from muster.server.errors import install_error_handlers
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
-from muster.server.routes import apply, system
+from muster.server.routes import apply, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
 from muster.store import Store
@@ -58,8 +60,12 @@ class Hook:
     stop: HookFn | None = None
 
 
-def create_app(store: Store, tokens: Collection[str], hooks: Sequence[Hook] = ()) -> FastAPI:
-    """The API server over ``store``; requests must carry one of ``tokens``."""
+def create_app(
+    store: Store, tokens: Collection[str], hooks: Sequence[Hook] = (), home: Path | None = None
+) -> FastAPI:
+    """The API server over ``store``; requests must carry one of ``tokens``. ``home`` is the
+    ``MUSTER_HOME`` whose pod logs it serves until a runtime registers itself (default: the
+    settings' home)."""
     metrics = ServerMetrics(store)
 
     @asynccontextmanager
@@ -94,9 +100,12 @@ def create_app(store: Store, tokens: Collection[str], hooks: Sequence[Hook] = ()
     app.state.objects = ObjectService(store)
     app.state.metrics = metrics
     app.state.ready = False
+    app.state.home = home if home is not None else settings().home
+    app.state.log_source = None  # muster.server.logs.use_log_source
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(apply.router)
+    app.include_router(logs.router)
     for info in registry.kinds():
         app.include_router(kind_router(info))
     # Outermost first: metrics see every request, including the ones auth turns away.

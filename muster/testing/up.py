@@ -16,7 +16,7 @@ import httpx
 from muster.config import read_credentials
 from muster.testing import free_port, wait_for
 
-__all__ = ["MusterUp", "muster_command", "run_cli"]
+__all__ = ["MusterUp", "cli_env", "muster_command", "run_cli"]
 
 
 def muster_command() -> list[str]:
@@ -33,7 +33,7 @@ def run_cli(
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``muster ARGS`` with MUSTER_HOME=home (server and token found through it)."""
-    full_env = _clean_env(home) | dict(env or {})
+    full_env = cli_env(home) | dict(env or {})
     return subprocess.run(
         [*muster_command(), *args], input=input, env=full_env, capture_output=True, text=True, timeout=timeout
     )
@@ -63,7 +63,7 @@ class MusterUp:
         self.home.mkdir(parents=True, exist_ok=True)
         cmd = [*muster_command(), "up", "--port", str(self.port), "--home", str(self.home), *self.extra_args]
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, env=_clean_env(self.home), stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, env=cli_env(self.home), stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_for(self._ready_or_exited, timeout=timeout, what=f"muster up on port {self.port}")
         except TimeoutError as exc:
@@ -106,7 +106,9 @@ class MusterUp:
         return resp.status_code == 200
 
 
-def _clean_env(home: Path) -> dict[str, str]:
+def cli_env(home: Path) -> dict[str, str]:
+    """This process's environment for a ``muster`` command on ``home`` (server and token found
+    through it, not through variables naming another server)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_SERVER", "MUSTER_TOKEN", "MUSTER_STORE")}
     env["MUSTER_HOME"] = str(home)
     return env

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,28 +11,16 @@ from typer.testing import CliRunner
 
 from muster.cli.main import app
 from muster.sdk.client import discover
-from muster.server.hooks import server_hooks
-from muster.store import Store, open_store
+from muster.store import Store
 from muster.testing import free_port
 from muster.testing.factories import training_job
-from muster.testing.server import RunningServer, serve
 
 runner = CliRunner()
 
 
 @pytest.fixture
-def store(muster_home: Path) -> Iterator[Store]:
-    s = open_store(f"sqlite:///{muster_home / 'muster.db'}", poll_interval=0.05)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def server(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningServer]:
-    with serve(store, hooks=server_hooks()) as running:
-        monkeypatch.setenv("MUSTER_SERVER", running.url)
-        monkeypatch.setenv("MUSTER_TOKEN", running.token)
-        yield running
+def store(home_store: Store) -> Store:
+    return home_store
 
 
 def muster(*args: str, input: str | None = None):

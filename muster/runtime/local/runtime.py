@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -48,7 +49,7 @@ from muster.runtime.base import (
 from muster.runtime.local import logs as logfiles
 from muster.runtime.local.adoption import adopt_pods
 from muster.runtime.local.fake import FakeGpu, FakeGpus
-from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir, write_json
+from muster.runtime.local.files import ContainerFiles, runtime_dir, write_json
 from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
@@ -103,6 +104,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else settings().home
+        self._log_files = logfiles.LogFiles(self.home)
         self.dir = runtime_dir(self.home)
         (self.dir / "pods").mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.dir / "lock")
@@ -305,25 +307,9 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         *,
         follow: bool = False,
         previous: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[str]:
-        directory = logfiles.log_dir(self.home, pod.namespace, pod.name)
-        names = sorted(p.name[: -len(".log")] for p in directory.glob("*.log")) if directory.is_dir() else []
-        if not names:
-            raise PodNotFound(f"no logs for pod {pod} on this node")
-        if container is None:
-            if len(names) > 1:
-                raise PodNotFound(f"pod {pod} has several containers; name one of: {', '.join(names)}")
-            container = names[0]
-        if container not in names:
-            raise PodNotFound(f"pod {pod} has no container {container!r} (containers: {', '.join(names)})")
-        path = logfiles.container_log(self.home, pod.namespace, pod.name, container, previous=previous)
-        if not path.exists():
-            raise PodNotFound(f"container {container!r} of pod {pod} has no previous log")
-        still_writing = None
-        if follow and not previous:
-            files = self._latest_files(pod, container)
-            still_writing = (lambda: _writer_alive(files)) if files is not None else None
-        return logfiles.follow_lines(path, still_writing)
+        return self._log_files.logs(pod, container, follow=follow, previous=previous, cancel=cancel)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -461,12 +447,6 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             raise PodNotFound(f"pod {pod} (uid {pod.uid}) is not known to this runtime")
         return record
 
-    def _latest_files(self, pod: PodRef, container: str) -> ContainerFiles | None:
-        for record in reversed(list(self._pods.values())):
-            if (record.ref.namespace, record.ref.name) == (pod.namespace, pod.name):
-                return ContainerFiles(record.dir, container)
-        return None
-
     def _check_open(self) -> None:
         if self._closed:
             raise PodRuntimeError("this LocalRuntime is closed")
@@ -474,20 +454,6 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
 
 def _final(record: PodRecord) -> bool:
     return record.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
-
-
-def _writer_alive(files: ContainerFiles) -> bool:
-    """Whether a container may still append to its log: no final status yet and its process
-    (or, before it started, its shim) is alive."""
-    if files.status.exists():
-        return False
-    state = read_json(files.state)
-    if state is not None:
-        return process_alive(state["pid"], state["create_time"]) or process_alive(
-            state["shim_pid"], state["shim_create_time"]
-        )
-    launch = read_json(files.launch)
-    return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
 
 
 def _detach(c: ContainerRecord) -> None:
