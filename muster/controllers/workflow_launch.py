@@ -292,6 +292,7 @@ def _training_job(launch: Launch) -> Obj:
         template = replica.setdefault("template", {})
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {**(tmeta.get("labels") or {}), **launch.labels()}
+        tmeta["annotations"] = {**(tmeta.get("annotations") or {}), NODE_ANNOTATION: launch.node}
         for container in (template.get("spec") or {}).get("containers") or []:
             own = [e for e in container.get("env") or [] if e["name"] not in env]
             container["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
