@@ -295,17 +295,26 @@ class _Pass:
         for name in self.ready:
             node = self.nodes[name]
             task = self.tasks[base_task(name)]
+            full = limit is not None and running >= int(limit)
+            if full and (not _cached(task) or node.get("cacheKey")):
+                # No slot, and its cache was looked up already (or it has none): wait as is.
+                self._note(node, "Parallelism", f"waiting: {running} task(s) running, parallelism is {limit}")
+                continue
             try:
-                plan = self._plan(name, task, node)
+                plan = self._plan(task, node)
             except (UnresolvedReference, MissingOutput) as exc:
                 self._move(name, TaskPhase.ERROR, "BadReference", str(exc))
                 continue
+            if plan.key is not None:
+                node.update(cacheKey=plan.key, cacheHit=plan.hit is not None)
             if plan.hit is not None:
-                node.update(cacheKey=plan.key, cacheHit=True, outputs=plan.hit)
+                node["outputs"] = plan.hit
                 node.pop("retryAt", None)
-                self._move(name, TaskPhase.CACHED, "CacheHit", f"reused the outputs of run {plan.key[:12]}")
+                self._move(
+                    name, TaskPhase.CACHED, "CacheHit", f"reused the outputs of run {str(plan.key)[:12]}"
+                )
                 continue
-            if limit is not None and running >= int(limit):
+            if full:
                 self._note(node, "Parallelism", f"waiting: {running} task(s) running, parallelism is {limit}")
                 continue
             try:
@@ -317,20 +326,18 @@ class _Pass:
                 continue
             node["attempts"] = int(node.get("attempts") or 0) + 1
             node.pop("retryAt", None)
-            if plan.key is not None:
-                node.update(cacheKey=plan.key, cacheHit=False)
-            launch = self._launch(name, task, node, priority)
+            launch = self._launch(name, task, node, priority, plan)
             how = f"attempt {node['attempts']}" + (f", cache miss: {plan.miss}" if plan.key else "")
             self._move(name, TaskPhase.RUNNING, "Launching", f"{how}; creating {launch.name}")
             self.actions.append(lambda ln=launch: create_attempt(self.ctx, ln))
             running += 1
 
-    def _plan(self, name: str, task: Obj, node: Obj) -> _Plan:
+    def _plan(self, task: Obj, node: Obj) -> _Plan:
         """The resolved definition and inputs of a ready task, and its cache decision."""
         plan = self._resolve(task, node)
-        cache = task.get("cache")
-        if cache is None or cache.get("enabled", True) is False:
+        if not _cached(task):
             return plan
+        cache = task["cache"]
         definition = canonical_definition(task, plan.resolved)
         plan.key = cache_key(
             definition, dict(plan.scope.inputs), plan.inputs, str(cache.get("version") or "")
@@ -345,8 +352,10 @@ class _Pass:
         resolved = {k: scope.resolve(task[k]) for k in ("template", "trainingJob") if task.get(k)}
         return _Plan(scope=scope, inputs=inputs, resolved=resolved)
 
-    def _launch(self, name: str, task: Obj, node: Obj, priority: tuple[int, str | None]) -> Launch:
-        plan = self._resolve(task, node)
+    def _launch(
+        self, name: str, task: Obj, node: Obj, priority: tuple[int, str | None], plan: _Plan | None = None
+    ) -> Launch:
+        plan = plan or self._resolve(task, node)
         attempt = int(node.get("attempts") or 1)
         object_name = attempt_name(self.wf, name, attempt)
         run = self.artifacts.run_dirs(self.ns, self.wf["metadata"]["uid"], object_name)
@@ -434,7 +443,7 @@ class _Pass:
         node["outputs"] = outputs
         key = node.get("cacheKey")
         cache = task.get("cache") or {}
-        if key and cache.get("enabled", True):
+        if key and _cached(task):
             save(
                 self.ctx.store,
                 self.ns,
@@ -542,6 +551,11 @@ class _Plan:
         self.key: str | None = None
         self.hit: Obj | None = None
         self.miss = ""
+
+
+def _cached(task: Obj) -> bool:
+    cache = task.get("cache")
+    return cache is not None and cache.get("enabled", True) is not False
 
 
 def _started(node: Obj) -> bool:
