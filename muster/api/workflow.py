@@ -159,6 +159,12 @@ class WorkflowTask(MusterModel):
         return errors
 
     def field_warnings(self, path: str) -> list[FieldError]:
+        if (
+            self.training_job is not None
+            and self.training_job.run_policy.ttl_seconds_after_finished is not None
+        ):
+            where = child_path(path, "trainingJob", "runPolicy", "ttlSecondsAfterFinished")
+            return [FieldError(where, "ignored: a workflow keeps its jobs until the workflow is deleted")]
         if self.template is None:
             return []
         return template_warnings(self.template, child_path(path, "template"), restart_by="retryStrategy")

@@ -300,8 +300,10 @@ def _training_job(launch: Launch) -> Obj:
         spec["queueName"] = launch.queue
     if launch.priority[1] and not spec.get("priorityClassName"):
         spec["priorityClassName"] = launch.priority[1]
+    run_policy = spec.setdefault("runPolicy", {})
+    # The workflow reads the job's outcome after it ended; a TTL could delete it first.
+    run_policy.pop("ttlSecondsAfterFinished", None)
     if launch.timeout is not None:
-        run_policy = spec.setdefault("runPolicy", {})
         limit = max(1, int(launch.timeout))
         current = run_policy.get("activeDeadlineSeconds")
         run_policy["activeDeadlineSeconds"] = limit if current is None else min(int(current), limit)
