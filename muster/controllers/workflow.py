@@ -231,9 +231,9 @@ class _Pass:
             if state == "wait":
                 self._note(node, "WaitingForDependencies", why)
                 return
-        scope = self._scope(task)
         when = task.get("when")
         try:
+            scope = self._scope(task)
             if when and not _mentions_item(when) and not scope.when(when):
                 self._move(name, TaskPhase.SKIPPED, "WhenFalse", f"when {when!r} is false")
                 return

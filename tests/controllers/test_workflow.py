@@ -365,3 +365,28 @@ def test_node_lost_is_an_error_retried_only_on_error(harness: Harness):
     f.settle("Error")
     assert f.node("a")["phase"] == "Succeeded" and f.node("a")["attempts"] == 2
     assert f.node("b")["phase"] == "Error" and "retryPolicy OnFailure" in f.node("b")["message"]
+
+
+def test_an_input_that_cannot_be_computed_errors_the_task(harness: Harness):
+    h = harness
+    h.apply(
+        workflow(
+            "calc",
+            task("a", outputs=outputs(params={"n": ""})),
+            task(
+                "b",
+                "a",
+                inputs={
+                    "parameters": [{"name": "m", "value": "{{= asInt(tasks.a.outputs.parameters.n) + 1}}"}]
+                },
+                template=pod("b", "{{inputs.parameters.m}}"),
+            ),
+        )
+    )
+    f = Flow(h, "calc")
+    f.finish("a", params={"n": "many"})
+    f.settle("Error")
+    assert (
+        f.node("b")["reason"] == "BadReference" and "asInt: 'many' is not a number" in f.node("b")["message"]
+    )
+    assert not f.started("b")
