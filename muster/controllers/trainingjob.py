@@ -26,6 +26,7 @@ import copy
 import logging
 from typing import Any
 
+from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.controllers.conditions import condition, epoch, iso
 from muster.controllers.context import Context
 from muster.controllers.lifecycle import (
@@ -71,6 +72,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 _ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 
 class TrainingJobController:
@@ -111,7 +113,11 @@ class _Pass:
         if job_phase(self.job) is None:
             self._move(JobPhase.CREATED, "Created", "the job was accepted")
         self._active()
-        self._write()
+        stored = self._write()
+        if stored is not None and job_phase(stored) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+            # The outcome is stored: the clean-up may act on it now (a crash before this
+            # point leaves a finished job whose next pass does it).
+            _Pass(self.ctl, stored).run()
 
     def _active(self) -> None:
         wl = self._workload()
@@ -160,7 +166,8 @@ class _Pass:
         if priority is None:
             return None
         value, class_name = priority
-        queue = self.job["spec"].get("queueName")
+        labels = self.job["metadata"].get("labels") or {}
+        queue = self.job["spec"].get("queueName") or labels.get(QUEUE_LABEL)
         if not queue and self.ctx.cache.get("LocalQueue", DEFAULT_QUEUE, self.ns) is not None:
             queue = DEFAULT_QUEUE
         created = self.ctx.create(
@@ -178,10 +185,10 @@ class _Pass:
     def _priority(self) -> tuple[int, str | None] | None:
         """The job's priority value and class (the globalDefault class when it names none);
         None, with the reason in the Created condition, when the named class is missing."""
+        labels = self.job["metadata"].get("labels") or {}
+        named = self.job["spec"].get("priorityClassName") or labels.get(PRIORITY_LABEL)
         try:
-            return priority_of(
-                self.ctx.cache.list("PriorityClass"), self.job["spec"].get("priorityClassName")
-            )
+            return priority_of(self.ctx.cache.list("PriorityClass"), named)
         except PriorityClassMissing as exc:
             message = str(exc)
             if set_job_message(self.job, "PriorityClassNotFound", message, self.now):
@@ -252,7 +259,6 @@ class _Pass:
         elif self._succeeded(live):
             self._move(JobPhase.SUCCEEDED, "Succeeded", "the job's training completed")
             self.status["completionTime"] = iso(self.now)
-            self._finished()
         elif self._gang_running(live, expected):
             self.status.setdefault("startTime", iso(self.now))
             self._move(JobPhase.RUNNING, "Running", f"all {len(live)} pod(s) of the gang are running")
@@ -342,10 +348,9 @@ class _Pass:
 
     # -- ends ----------------------------------------------------------------------------------
 
-    def _fail(self, reason: str, message: str, stop: str = StopReasons.JOB_FINISHED) -> None:
+    def _fail(self, reason: str, message: str) -> None:
         self._move(JobPhase.FAILED, reason, message)
         self.status["completionTime"] = iso(self.now)
-        self._finished(stop)
 
     def _check_deadline(self, wl: Obj) -> None:
         limit = (self.job["spec"].get("runPolicy") or {}).get("activeDeadlineSeconds")
@@ -353,18 +358,17 @@ class _Pass:
         if limit is None or started is None or job_phase(self.job) not in (*_ACTIVE, JobPhase.PREEMPTED):
             return
         if self.now >= started + limit:
-            self._fail(
-                "DeadlineExceeded",
-                f"the job ran longer than activeDeadlineSeconds ({limit}s)",
-                stop=StopReasons.DEADLINE_EXCEEDED,
-            )
+            self._fail(DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds ({limit}s)")
         else:
             self.ctx.wake_at(started + limit, self.original)
 
-    def _finished(self, stop: str = StopReasons.JOB_FINISHED) -> None:
+    def _finished(self) -> None:
         """Clean-up of a finished job: its Workload Finished (quota released), its pods per
         cleanPodPolicy (a deadline stops them all), then ttlSecondsAfterFinished."""
         succeeded = job_phase(self.job) is JobPhase.SUCCEEDED
+        failed = condition(self.job, "Failed") or {}
+        deadline = failed.get("status") == "True" and failed.get("reason") == DEADLINE_EXCEEDED
+        stop = StopReasons.DEADLINE_EXCEEDED if deadline else StopReasons.JOB_FINISHED
         wl = self.ctx.cache.get("Workload", self.name, self.ns)
         if wl is not None and workload_state(wl) is not WorkloadState.FINISHED:
             updated = copy.deepcopy(wl)
@@ -374,7 +378,7 @@ class _Pass:
             if stored is not None:
                 self.ctx.event(stored, event)
         policy = (self.job["spec"].get("runPolicy") or {}).get("cleanPodPolicy") or "Running"
-        if stop == StopReasons.DEADLINE_EXCEEDED:
+        if deadline:
             policy = "Running" if policy == "None" else policy
         pods = self.ctx.cache.pods_labelled(JOB_NAME_LABEL, self.name, self.ns)
         pods = [p for p in pods if _owned(p, self.job)]
@@ -428,14 +432,16 @@ class _Pass:
     def _move(self, to: JobPhase, reason: str, message: str) -> None:
         self.events.append(move_job(self.job, to, reason, message, self.now))
 
-    def _write(self) -> None:
+    def _write(self) -> Obj | None:
+        """Store the job's new status (and record its events); the stored job, or None when
+        nothing changed or it changed meanwhile (the next pass decides again)."""
         if self.status == (self.original.get("status") or {}):
-            return
+            return None
         stored = self.ctx.update_status(self.job)
-        if stored is None:
-            return  # changed meanwhile: the next pass decides again (its events with it)
-        for event in self.events:
-            self.ctx.event(stored, event)
+        if stored is not None:
+            for event in self.events:
+                self.ctx.event(stored, event)
+        return stored
 
 
 def _owned(pod: Obj, job: Obj) -> bool:
