@@ -27,7 +27,9 @@ from muster.cli.common import (
     handle_errors,
     resolve_target,
 )
-from muster.controllers.explain import JOB_LABEL, latest_condition, replica_name
+from muster.controllers.explain import latest_condition, replica_name
+from muster.controllers.pods import JOB_NAME_LABEL
+from muster.controllers.trainingjob_pods import pod_name
 from muster.sdk.client import Client, LogStream
 from muster.sdk.errors import ApiError, ApiNotFound
 
@@ -87,8 +89,7 @@ def job_replicas(job: dict[str, Any]) -> list[tuple[str, str]]:
     for rtype in ("Master", "Worker"):
         spec = (job["spec"].get("replicaSpecs") or {}).get(rtype)
         for i in range(int((spec or {}).get("replicas") or 0) if spec else 0):
-            replica = f"{rtype.lower()}-{i}"
-            out.append((replica, f"{name}-{replica}"))
+            out.append((f"{rtype.lower()}-{i}", pod_name(name, rtype, i)))
     return out
 
 
@@ -193,7 +194,7 @@ class _Follower:
 
     def _discover(self) -> bool:
         """Start reading every started pod incarnation not read yet; whether the job is over."""
-        selector = f"{JOB_LABEL}={self.name}"
+        selector = f"{JOB_NAME_LABEL}={self.name}"
         for pod in self.client.list("Pod", self.namespace, selector)["items"]:
             uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
             phase = (pod.get("status") or {}).get("phase") or "Pending"
