@@ -68,7 +68,9 @@ def _tour(url: str, client: object, home: Path) -> None:
         f"A Muster control plane is up at {url}: the API server, the scheduler loop and the "
         f"controllers, running pods as local processes, with SQLite in a temporary MUSTER_HOME."
     )
-    _say(f"This machine registered itself as a Node, with {_GPUS} fake GPUs (`muster up --fake-gpus {_GPUS}`):")
+    _say(
+        f"This machine registered itself as a Node, with {_GPUS} fake GPUs (`muster up --fake-gpus {_GPUS}`):"
+    )
     wait_for(lambda: client.list("Node")["items"], timeout=30, what="the node to register")
     _run("get", "nodes")
     _say("A first start creates a default flavor and queues; the ClusterQueue's quota follows the nodes:")

@@ -9,7 +9,9 @@
 * pending: ``status.pending {reason, message, details}`` and QuotaReserved=False with the
   same reason, written only when it changed (a new reason at once; a reworded message with
   new numbers at most every ``message_interval`` seconds, so a queue of a thousand waiting
-  workloads does not rewrite itself every cycle), an Event when the reason code changes.
+  workloads does not rewrite itself every cycle). A pending reason is no lifecycle transition
+  and records no Event: a backlog would write one per Workload, and the owner's condition
+  (a job's Queued) carries the reason already.
 """
 
 from __future__ import annotations
@@ -116,11 +118,6 @@ class DecisionWriter:
         if stored is None:
             return
         self._written[key] = now
-        if not same_reason:
-            self.ctx.event(
-                stored,
-                EventSpec("Normal" if reason == "WaitingForPreemption" else "Warning", reason, message),
-            )
 
 
 def set_pending(wl: Obj, reason: str, message: str, details: Obj, now: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from muster.controllers.lifecycle import EventSpec
 from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store, StoreError
 from muster.store.events import record_event
 
-__all__ = ["COMPONENT", "Context", "Timers"]
+__all__ = ["COMPONENT", "Context", "EventRecorder", "Timers"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,57 @@ class Timers:
             return self._heap[0][0] if self._heap else None
 
 
+class EventRecorder:
+    """Records Events on a thread of its own, in the order asked.
+
+    An Event is a store write of its own (a read and a commit); recorded inline they would
+    cost the manager's pass more than the changes they describe. Events are best-effort
+    anyway (a failure is logged), so they may trail the change they report by a moment;
+    :meth:`close` drains the queue before the manager stops.
+    """
+
+    def __init__(self, store: Store, capacity: int = 10_000) -> None:
+        self.store = store
+        self._queue: queue.Queue[tuple[Obj, EventSpec] | None] = queue.Queue(maxsize=capacity)
+        self._thread = threading.Thread(target=self._run, name="muster-events", daemon=True)
+        self._thread.start()
+
+    def record(self, obj: Obj, spec: EventSpec) -> None:
+        involved = {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj["kind"],
+            "metadata": dict(obj["metadata"]),
+        }
+        try:
+            self._queue.put_nowait((involved, spec))
+        except queue.Full:  # a burst larger than the queue: record this one here
+            _record(self.store, involved, spec)
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                _record(self.store, *item)
+            finally:
+                self._queue.task_done()
+
+
+def _record(store: Store, obj: Obj, spec: EventSpec) -> None:
+    try:
+        record_event(store, obj, spec.type, spec.reason, spec.message, component=COMPONENT)
+    except StoreError:
+        log.exception("could not record event %s for %s", spec.reason, key_of(obj))
+
+
 @dataclass
 class Context:
     """The shared state of one manager; ``clock`` returns epoch seconds (injectable)."""
@@ -60,6 +112,7 @@ class Context:
     home: Path
     clock: Callable[[], float]
     timers: Timers = field(default_factory=Timers)
+    events: EventRecorder | None = None
 
     def now(self) -> float:
         return self.clock()
@@ -105,11 +158,17 @@ class Context:
         return True
 
     def event(self, obj: Obj, spec: EventSpec) -> None:
-        """Record an Event about ``obj``; a failure to record is logged, never raised."""
-        try:
-            record_event(self.store, obj, spec.type, spec.reason, spec.message, component=COMPONENT)
-        except StoreError:
-            log.exception("could not record event %s for %s", spec.reason, key_of(obj))
+        """Record an Event about ``obj`` (through :attr:`events` when set: in order, off this
+        thread); a failure to record is logged, never raised."""
+        if self.events is not None:
+            self.events.record(obj, spec)
+        else:
+            _record(self.store, obj, spec)
+
+    def flush_events(self) -> None:
+        """Wait until every Event asked for so far is stored."""
+        if self.events is not None:
+            self.events.flush()
 
     def _write(self, op: Callable[[Obj], Obj], obj: Obj) -> Obj | None:
         try:

@@ -220,7 +220,6 @@ class PodExecutor:
             self.ctx.cache.mark([("Pod", pod["metadata"].get("namespace") or "", pod["metadata"]["name"])])
             return
         self._tracked[launch.ref.uid] = launch.ref
-        self.ctx.event(pod, EventSpec("Normal", "Starting", f"starting on node {node}" + _gpus(pod)))
         for warning in warnings:
             self.ctx.event(pod, EventSpec("Warning", "NotHonoured", warning))
 

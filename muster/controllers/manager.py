@@ -30,7 +30,7 @@ from typing import Any
 
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
-from muster.controllers.context import Context
+from muster.controllers.context import Context, EventRecorder
 from muster.controllers.executor import PodExecutor
 from muster.controllers.gc import collect_garbage
 from muster.controllers.nodes import NodeController
@@ -93,7 +93,13 @@ class Manager:
     ) -> None:
         self.config = config or ManagerConfig()
         home = self.config.home or settings().home
-        self.ctx = Context(store=store, cache=Cache(store), home=Path(home), clock=self.config.clock)
+        self.ctx = Context(
+            store=store,
+            cache=Cache(store),
+            home=Path(home),
+            clock=self.config.clock,
+            events=EventRecorder(store),
+        )
         self._own_runtime = runtime is None
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
         self.executor = PodExecutor(self.ctx, self.runtime)
@@ -133,6 +139,8 @@ class Manager:
         self.ctx.cache.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self.ctx.events is not None:
+            self.ctx.events.close()
         if self._own_runtime:
             self.runtime.close()
 

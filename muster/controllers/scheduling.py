@@ -17,7 +17,7 @@ from typing import Any
 from muster.controllers.apply import DecisionWriter
 from muster.controllers.context import Context
 from muster.controllers.snapshot import build_snapshot
-from muster.scheduler import Policy, SnapshotError, schedule
+from muster.scheduler import PodSet, Policy, SnapshotError, schedule
 
 __all__ = ["CycleStats", "SchedulerLoop"]
 
@@ -44,6 +44,7 @@ class SchedulerLoop:
         self.policy = policy
         self.writer = DecisionWriter(ctx, message_interval=message_interval)
         self.stats = CycleStats()
+        self._memo: dict[str, tuple[int, list[PodSet]]] = {}
 
     def cycle(self) -> list[Obj]:
         """Run one cycle; returns the Workloads it admitted (as stored)."""
@@ -60,7 +61,12 @@ class SchedulerLoop:
             workloads=cache.list("Workload"),
             pods=cache.list("Pod"),
             now=self.ctx.now(),
+            memo=self._memo,
         )
+        if len(self._memo) > 2 * max(64, len(built.workloads)):
+            # Forget Workloads that are gone (admitted ones are converted afresh anyway).
+            live = {wl["metadata"].get("uid") for wl in built.workloads.values()}
+            self._memo = {uid: v for uid, v in self._memo.items() if uid in live}
         if built.next_requeue is not None:
             self.ctx.timers.at(built.next_requeue, ("Workload", "", ""))
         if not built.snapshot.pending and not built.unqueueable:

@@ -92,7 +92,11 @@ def build_snapshot(
     workloads: Iterable[Obj],
     pods: Iterable[Obj],
     now: float,
+    memo: dict[str, tuple[int, list[PodSet]]] | None = None,
 ) -> Built:
+    """The snapshot of these objects. ``memo`` (uid -> (generation, pod sets)) keeps the
+    converted pod sets of pending Workloads between cycles: their spec rarely changes, and a
+    long queue would otherwise be converted again on every cycle."""
     flavor_objs = list(flavors)
     inactive = _inactive_queues(cluster_queues, {f["metadata"]["name"] for f in flavor_objs})
     queues = [q for q in cluster_queues if q["metadata"]["name"] not in inactive]
@@ -123,7 +127,7 @@ def build_snapshot(
             built.unqueueable.append(Unqueueable(wl, *problem))
             continue
         built.workloads[key] = wl
-        snap.pending.append(_pending(wl, queue or "", never_preempt))
+        snap.pending.append(_pending(wl, queue or "", never_preempt, memo))
     snap.nodes = build_nodes(nodes, holding, pods)
     # A workload admitted by a queue since deleted, or placed on a node since gone, still
     # charges the nodes above; the cycle cannot account it to a queue or preempt it.
@@ -213,14 +217,25 @@ def _selects(selector: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
-def _pending(wl: Obj, queue: str, never_preempt: set[str]) -> PendingWorkload:
+def _pending(
+    wl: Obj, queue: str, never_preempt: set[str], memo: dict[str, tuple[int, list[PodSet]]] | None
+) -> PendingWorkload:
     spec = wl["spec"]
+    meta = wl["metadata"]
     requeued = transition_time(wl, "Requeued") if is_true(wl, "Requeued") else None
+    uid, generation = meta.get("uid") or "", int(meta.get("generation") or 0)
+    known = memo.get(uid) if memo is not None else None
+    if known is not None and known[0] == generation:
+        pod_sets = known[1]
+    else:
+        pod_sets = [_pod_set(ps) for ps in spec["podSets"]]
+        if memo is not None and uid:
+            memo[uid] = (generation, pod_sets)
     return PendingWorkload(
-        name=wl["metadata"]["name"],
-        namespace=wl["metadata"].get("namespace") or "default",
+        name=meta["name"],
+        namespace=meta.get("namespace") or "default",
         queue=queue,
-        pod_sets=[_pod_set(ps) for ps in spec["podSets"]],
+        pod_sets=pod_sets,
         priority=int(spec.get("priority") or 0),
         creation_time=epoch(wl["metadata"].get("creationTimestamp")) or 0.0,
         eviction_time=requeued,

@@ -26,6 +26,7 @@ import copy
 import logging
 from typing import Any
 
+from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.controllers.conditions import condition, epoch, iso
 from muster.controllers.context import Context
 from muster.controllers.lifecycle import (
@@ -70,6 +71,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 _ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 
 class TrainingJobController:
@@ -89,8 +91,13 @@ class _Pass:
         self.ctl = ctl
         self.ctx = ctl.ctx
         self.original = job
-        self.job = copy.deepcopy(job)
-        self.status: Obj = self.job.setdefault("status", {})
+        # A finished job's status never changes again (only its clean-up runs): no copy.
+        self.done = job_phase(job) in (JobPhase.SUCCEEDED, JobPhase.FAILED)
+        self.job = job if self.done else copy.deepcopy(job)
+        if self.done:
+            self.status: Obj = self.job.get("status") or {}
+        else:
+            self.status = self.job.setdefault("status", {})
         self.events: list[EventSpec] = []
         self.now = self.ctx.now()
         meta = job["metadata"]
@@ -99,13 +106,17 @@ class _Pass:
     # -- the pass --------------------------------------------------------------------------
 
     def run(self) -> None:
+        if self.done:
+            self._finished()
+            return
         if job_phase(self.job) is None:
             self._move(JobPhase.CREATED, "Created", "the job was accepted")
-        if job_phase(self.job) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
-            self._finished()
-        else:
-            self._active()
-        self._write()
+        self._active()
+        stored = self._write()
+        if stored is not None and job_phase(stored) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+            # The outcome is stored: the clean-up may act on it now (a crash before this
+            # point leaves a finished job whose next pass does it).
+            _Pass(self.ctl, stored).run()
 
     def _active(self) -> None:
         wl = self._workload()
@@ -154,7 +165,8 @@ class _Pass:
         if priority is None:
             return None
         value, class_name = priority
-        queue = self.job["spec"].get("queueName")
+        labels = self.job["metadata"].get("labels") or {}
+        queue = self.job["spec"].get("queueName") or labels.get(QUEUE_LABEL)
         if not queue and self.ctx.cache.get("LocalQueue", DEFAULT_QUEUE, self.ns) is not None:
             queue = DEFAULT_QUEUE
         created = self.ctx.create(
@@ -172,7 +184,8 @@ class _Pass:
     def _priority(self) -> tuple[int, str | None] | None:
         """The job's priority value and class (the globalDefault class when it names none);
         None, with the reason in the Created condition, when the named class is missing."""
-        named = self.job["spec"].get("priorityClassName")
+        labels = self.job["metadata"].get("labels") or {}
+        named = self.job["spec"].get("priorityClassName") or labels.get(PRIORITY_LABEL)
         classes = self.ctx.cache.list("PriorityClass")
         if named:
             found = next((pc for pc in classes if pc["metadata"]["name"] == named), None)
@@ -251,7 +264,6 @@ class _Pass:
         elif self._succeeded(live):
             self._move(JobPhase.SUCCEEDED, "Succeeded", "the job's training completed")
             self.status["completionTime"] = iso(self.now)
-            self._finished()
         elif self._gang_running(live, expected):
             self.status.setdefault("startTime", iso(self.now))
             self._move(JobPhase.RUNNING, "Running", f"all {len(live)} pod(s) of the gang are running")
@@ -341,10 +353,9 @@ class _Pass:
 
     # -- ends ----------------------------------------------------------------------------------
 
-    def _fail(self, reason: str, message: str, stop: str = StopReasons.JOB_FINISHED) -> None:
+    def _fail(self, reason: str, message: str) -> None:
         self._move(JobPhase.FAILED, reason, message)
         self.status["completionTime"] = iso(self.now)
-        self._finished(stop)
 
     def _check_deadline(self, wl: Obj) -> None:
         limit = (self.job["spec"].get("runPolicy") or {}).get("activeDeadlineSeconds")
@@ -352,18 +363,17 @@ class _Pass:
         if limit is None or started is None or job_phase(self.job) not in (*_ACTIVE, JobPhase.PREEMPTED):
             return
         if self.now >= started + limit:
-            self._fail(
-                "DeadlineExceeded",
-                f"the job ran longer than activeDeadlineSeconds ({limit}s)",
-                stop=StopReasons.DEADLINE_EXCEEDED,
-            )
+            self._fail(DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds ({limit}s)")
         else:
             self.ctx.wake_at(started + limit, self.original)
 
-    def _finished(self, stop: str = StopReasons.JOB_FINISHED) -> None:
+    def _finished(self) -> None:
         """Clean-up of a finished job: its Workload Finished (quota released), its pods per
         cleanPodPolicy (a deadline stops them all), then ttlSecondsAfterFinished."""
         succeeded = job_phase(self.job) is JobPhase.SUCCEEDED
+        failed = condition(self.job, "Failed") or {}
+        deadline = failed.get("status") == "True" and failed.get("reason") == DEADLINE_EXCEEDED
+        stop = StopReasons.DEADLINE_EXCEEDED if deadline else StopReasons.JOB_FINISHED
         wl = self.ctx.cache.get("Workload", self.name, self.ns)
         if wl is not None and workload_state(wl) is not WorkloadState.FINISHED:
             updated = copy.deepcopy(wl)
@@ -373,7 +383,7 @@ class _Pass:
             if stored is not None:
                 self.ctx.event(stored, event)
         policy = (self.job["spec"].get("runPolicy") or {}).get("cleanPodPolicy") or "Running"
-        if stop == StopReasons.DEADLINE_EXCEEDED:
+        if deadline:
             policy = "Running" if policy == "None" else policy
         pods = self.ctx.cache.pods_labelled(JOB_NAME_LABEL, self.name, self.ns)
         pods = [p for p in pods if _owned(p, self.job)]
@@ -393,9 +403,6 @@ class _Pass:
         if self.now >= done + ttl:
             if self.ctx.delete(self.original):
                 log.info("deleted %s/%s: ttlSecondsAfterFinished passed", self.ns, self.name)
-            self.events.clear()
-            self.status.clear()
-            self.original = {}
         else:
             self.ctx.wake_at(done + ttl, self.original)
 
@@ -430,14 +437,16 @@ class _Pass:
     def _move(self, to: JobPhase, reason: str, message: str) -> None:
         self.events.append(move_job(self.job, to, reason, message, self.now))
 
-    def _write(self) -> None:
-        if not self.original or self.status == (self.original.get("status") or {}):
-            return
+    def _write(self) -> Obj | None:
+        """Store the job's new status (and record its events); the stored job, or None when
+        nothing changed or it changed meanwhile (the next pass decides again)."""
+        if self.status == (self.original.get("status") or {}):
+            return None
         stored = self.ctx.update_status(self.job)
-        if stored is None:
-            return  # changed meanwhile: the next pass decides again (its events with it)
-        for event in self.events:
-            self.ctx.event(stored, event)
+        if stored is not None:
+            for event in self.events:
+                self.ctx.event(stored, event)
+        return stored
 
 
 def _owned(pod: Obj, job: Obj) -> bool:

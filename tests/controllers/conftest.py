@@ -58,6 +58,7 @@ class Harness:
             before = self.store.revision()
             assert self.manager.ctx.cache.caught_up(before, timeout=10), "the cache lags the store"
             self.manager.run_once(self.rt.poll())
+            self.manager.ctx.flush_events()
             if until is not None and until():
                 return
             if until is None and self.store.revision() == before:

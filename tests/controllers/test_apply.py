@@ -112,7 +112,7 @@ def test_admit_preempt_and_pending(sqlite_store: Store):
         "details": {"victims": ["v"]},
     }
     assert condition(p, "QuotaReserved")["reason"] == "WaitingForPreemption"
-    assert [e["reason"] for e in events_for(sqlite_store, p)] == ["Preempting", "WaitingForPreemption"]
+    assert [e["reason"] for e in events_for(sqlite_store, p)] == ["Preempting"]
 
 
 def test_pending_reason_is_written_only_when_it_changes(sqlite_store: Store):
@@ -134,5 +134,4 @@ def test_pending_reason_is_written_only_when_it_changes(sqlite_store: Store):
     clock.advance(10)
     assert cycle("QuotaExhausted", "need 2, 1 free")["status"]["pending"]["message"] == "need 2, 1 free"
     assert cycle("InsufficientResources", "no node")["status"]["pending"]["reason"] == "InsufficientResources"
-    reasons = [e["reason"] for e in events_for(sqlite_store, copy.deepcopy(wl))]
-    assert reasons == ["QuotaExhausted", "InsufficientResources"]
+    assert events_for(sqlite_store, copy.deepcopy(wl)) == []  # a pending reason is no transition

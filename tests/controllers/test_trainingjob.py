@@ -288,3 +288,17 @@ def test_no_queue_in_a_namespace_without_default_says_so(harness: Harness):
     pending = h.get("Workload", "lost", "elsewhere")["status"]["pending"]
     assert pending["reason"] == "Inadmissible"
     assert "no LocalQueue named default" in pending["message"]
+
+
+def test_queue_and_priority_from_kueue_labels(harness: Harness):
+    h = harness
+    doc = job("labelled")
+    doc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team", "kueue.x-k8s.io/priority-class": "p5"}
+    h.apply(
+        {"apiVersion": "muster.dev/v1", "kind": "PriorityClass", "metadata": {"name": "p5"}, "value": 5},
+        local_queue("team", "default"),
+        doc,
+    )
+    h.settle(lambda: h.has("TrainingJob", "labelled", "Running") or len(h.rt.pods_by_uid) == 2)
+    spec = h.get("Workload", "labelled")["spec"]
+    assert (spec["queueName"], spec["priority"], spec["priorityClassName"]) == ("team", 5, "p5")

@@ -15,7 +15,7 @@ import yaml
 
 from muster.testing import wait_for
 from muster.testing.factories import cluster_queue, local_queue
-from tests.e2e.jobs import cluster, condition, pod_log, python_job, wait_condition
+from tests.e2e.jobs import cluster, condition, job_doc, pod_log, python_job, wait_condition
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +84,14 @@ def test_exit_code_policy_permanent_and_retryable(muster_home: Path):
             [
                 python_job("perm", permanent, restart_policy="ExitCode", run_policy={"backoffLimit": 3}),
                 python_job("retry", retryable, restart_policy="ExitCode", run_policy={"backoffLimit": 3}),
+                # A program that does not exist fails for good, whatever the policy.
+                job_doc("missing", ["/no/such/trainer"], run_policy={"backoffLimit": 3}),
             ]
         )
+        missing = wait_condition(client, "TrainingJob", "missing", "Failed", reason="ReplicaFailed")
+        assert "(exit code 127)" in condition(missing, "Failed")["message"]
+        assert "it could not start" in condition(missing, "Failed")["message"]
+        assert missing["status"].get("restartCount", 0) == 0
         failed = wait_condition(client, "TrainingJob", "perm", "Failed", reason="ReplicaFailed")
         assert "(exit code 2)" in condition(failed, "Failed")["message"]
         assert "exit codes 1-127 are permanent" in condition(failed, "Failed")["message"]
