@@ -30,7 +30,9 @@ from muster.cli.common import (
     handle_errors,
     resolve_target,
 )
-from muster.controllers.explain import JOB_LABEL, latest_condition, replica_name
+from muster.controllers.explain import latest_condition, replica_name
+from muster.controllers.pods import JOB_NAME_LABEL
+from muster.controllers.trainingjob_pods import pod_name
 from muster.controllers.workflow_launch import ATTEMPT_LABEL, NODE_ANNOTATION, TASK_LABEL, WORKFLOW_LABEL
 from muster.sdk.client import Client, LogStream
 from muster.sdk.errors import ApiError, ApiNotFound
@@ -118,7 +120,7 @@ def workflow_task_target(client: Client, workflow: str, task: str, namespace: st
         fail(f"task {task} of workflow/{workflow} has no pod: {why}")
     latest = max(int((p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) or 0) for p in pods)
     pods = [p for p in pods if int((p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) or 0) == latest]
-    job = (pods[0]["metadata"].get("labels") or {}).get(JOB_LABEL)
+    job = (pods[0]["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
     return ("TrainingJob", job) if job else ("Pod", pods[0]["metadata"]["name"])
 
 
@@ -129,8 +131,7 @@ def job_replicas(job: dict[str, Any]) -> list[tuple[str, str]]:
     for rtype in ("Master", "Worker"):
         spec = (job["spec"].get("replicaSpecs") or {}).get(rtype)
         for i in range(int((spec or {}).get("replicas") or 0) if spec else 0):
-            replica = f"{rtype.lower()}-{i}"
-            out.append((replica, f"{name}-{replica}"))
+            out.append((f"{rtype.lower()}-{i}", pod_name(name, rtype, i)))
     return out
 
 
@@ -235,7 +236,7 @@ class _Follower:
 
     def _discover(self) -> bool:
         """Start reading every started pod incarnation not read yet; whether the job is over."""
-        selector = f"{JOB_LABEL}={self.name}"
+        selector = f"{JOB_NAME_LABEL}={self.name}"
         for pod in self.client.list("Pod", self.namespace, selector)["items"]:
             uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
             phase = (pod.get("status") or {}).get("phase") or "Pending"
