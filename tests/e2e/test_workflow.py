@@ -71,6 +71,7 @@ def test_cli_apply_get_describe_retry_and_logs(muster_home: Path, tmp_path: Path
         retried = cli("retry", "workflow/wf")
         assert retried.exit_code == 0, retried.stderr
         assert "flaky, last run again" in retried.stdout
+        wait_for(lambda: client.get("Workflow", "wf")["status"].get("retries") == 1, what="the retry")
         wait_phase(client, "wf")
         assert lines(log) == ["hello", "flaky", "flaky", "last 42"]  # hello kept, did not run again
         described = cli("describe", "workflow", "wf").stdout
