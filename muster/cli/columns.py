@@ -109,6 +109,13 @@ COLUMNS: dict[str, list[Column]] = {
         AGE,
         Column("MESSAGE", "status.message", wide=True),
     ],
+    "CacheEntry": [
+        NAME,
+        Column("TASK", "spec.task"),
+        Column("VERSION", "spec.version"),
+        AGE,
+        Column("SAVED", "spec.savedAt", wide=True),
+    ],
     "Event": [
         Column("LAST-SEEN", "lastTimestamp", "age"),
         Column("TYPE", "type"),

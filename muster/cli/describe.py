@@ -10,7 +10,7 @@ import typer
 from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_ref
-from muster.cli.output import print_rows, to_yaml
+from muster.cli.output import print_rows, print_tasks, to_yaml
 from muster.sdk.client import Client
 from muster.store.events import event_namespace, refers_to
 from muster.store.objects import body
@@ -66,8 +66,12 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
         _section("Spec", spec)
     status = dict(obj.get("status") or {})
     conditions = status.pop("conditions", None) or []
+    tasks = obj["kind"] == "Workflow" and status.pop("nodes", None) is not None
     if status:
         _section("Status", status)
+    if tasks:
+        _line("Tasks:")
+        print_tasks(obj, wide=True, indent="  ")
     if conditions:
         _line("Conditions:")
         print_rows(

@@ -17,7 +17,7 @@ from muster.cli.common import (
     handle_errors,
     resolve_ref,
 )
-from muster.cli.output import Output, Table, print_objects, to_yaml
+from muster.cli.output import Output, Table, print_objects, print_tasks, to_yaml
 from muster.sdk.client import Client
 from muster.store.selector import parse_selector
 
@@ -59,6 +59,9 @@ def get(
                 table.print(objects)  # the header even when empty: rows follow
             else:
                 print_objects(info.kind, objects, output, single=bool(name), namespaces=show_ns)
+                if name and info.kind == "Workflow" and output in (Output.table, Output.wide):
+                    console.print()
+                    print_tasks(objects[0], wide=output == Output.wide)
             if watch:
                 _follow(client, info, ns, name, selector, version, output, table)
 

@@ -1,10 +1,13 @@
-"""``muster logs POD | job/NAME [--all-replicas] [-f] [--previous] [-c CONTAINER] [--tail N]``.
+"""``muster logs POD | job/NAME | workflow/NAME --task T [--all-replicas] [-f] [--previous]
+[-c CONTAINER] [--tail N]``.
 
 A job's replicas are its pods ``<job>-<replica type>-<index>`` (docs/control-plane.md);
 ``job/NAME`` alone shows the master (or worker-0), ``--all-replicas`` every replica with
 each line prefixed ``[master-0]``, ``[worker-1]``. Following every replica keeps going
 across restarts and preemptions (a new incarnation of a pod is followed from its start)
-until the job has finished and every stream has ended.
+until the job has finished and every stream has ended. ``workflow/NAME --task T`` is the
+latest attempt of task ``T`` (``train``, or one run of a fan-out: ``train(1)``): its pod, or
+for a TrainingJob task that job, as above.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ from muster.cli.common import (
     handle_errors,
     resolve_target,
 )
-from muster.controllers.explain import JOB_LABEL, latest_condition, replica_name
+from muster.controllers.explain import latest_condition, replica_name
+from muster.controllers.pods import JOB_NAME_LABEL
+from muster.controllers.trainingjob_pods import pod_name
+from muster.controllers.workflow_launch import ATTEMPT_LABEL, NODE_ANNOTATION, TASK_LABEL, WORKFLOW_LABEL
 from muster.sdk.client import Client, LogStream
 from muster.sdk.errors import ApiError, ApiNotFound
 
-__all__ = ["job_replicas", "logs"]
+__all__ = ["job_replicas", "logs", "workflow_task_target"]
 
 _FINISHED = ("Succeeded", "Failed")
 _POLL_S = 0.5  # how often a follow of every replica looks for new pods
@@ -39,7 +45,12 @@ _POLL_S = 0.5  # how often a follow of every replica looks for new pods
 
 @app.command()
 def logs(
-    target: Annotated[str, typer.Argument(help="POD, pod/NAME, or job/NAME (a TrainingJob).")],
+    target: Annotated[
+        str, typer.Argument(help="POD, pod/NAME, job/NAME (a TrainingJob) or workflow/NAME with --task.")
+    ],
+    task: Annotated[
+        str | None, typer.Option("--task", help="The workflow task (e.g. train, or train(1) of a fan-out).")
+    ] = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Stream new output as it is written.")
     ] = False,
@@ -61,12 +72,16 @@ def logs(
 ) -> None:
     """Print a pod's or a job's output."""
     with handle_errors():
-        kind, name = resolve_target(target, ("Pod", "TrainingJob"), default_kind="Pod")
+        kind, name = resolve_target(target, ("Pod", "TrainingJob", "Workflow"), default_kind="Pod")
+        if (kind == "Workflow") != (task is not None):
+            fail("--task goes with workflow/NAME, and workflow/NAME needs --task", 2)
         if follow and previous:
             fail("--follow and --previous cannot be combined: a previous log no longer grows", 2)
-        if all_replicas and kind != "TrainingJob":
-            fail("--all-replicas needs job/NAME", 2)
         with connect(server, token) as client:
+            if kind == "Workflow":
+                kind, name = workflow_task_target(client, name, str(task), namespace)
+            if all_replicas and kind != "TrainingJob":
+                fail("--all-replicas needs job/NAME (or a workflow task that is a TrainingJob)", 2)
             if kind == "Pod":
                 _one(client, name, namespace, container, follow, previous, tail)
                 return
@@ -80,6 +95,35 @@ def logs(
                 _each(client, replicas, namespace, container, previous, tail)
 
 
+def workflow_task_target(client: Client, workflow: str, task: str, namespace: str) -> tuple[str, str]:
+    """``("Pod", name)`` or ``("TrainingJob", name)`` of the latest attempt of a workflow task."""
+    wf = client.get("Workflow", workflow, namespace)
+    node = ((wf.get("status") or {}).get("nodes") or {}).get(task)
+    if node is None:
+        known = ", ".join(sorted((wf.get("status") or {}).get("nodes") or {})) or "none yet"
+        fail(f"workflow/{workflow} has no task {task!r} (tasks: {known})")
+    if node.get("children"):
+        fail(f"task {task} fans out; name one run: {', '.join(node['children'])}")
+    selector = f"{WORKFLOW_LABEL}={workflow},{TASK_LABEL}={task.split('(', 1)[0]}"
+    pods = [
+        p
+        for p in client.list("Pod", namespace, selector)["items"]
+        if (p["metadata"].get("annotations") or {}).get(NODE_ANNOTATION, task) == task
+    ]
+    if not pods:
+        phase = node.get("phase", "Pending")
+        why = (
+            "its outputs came from the cache"
+            if phase == "Cached"
+            else f"it is {phase}: {node.get('message', '')}"
+        )
+        fail(f"task {task} of workflow/{workflow} has no pod: {why}")
+    latest = max(int((p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) or 0) for p in pods)
+    pods = [p for p in pods if int((p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) or 0) == latest]
+    job = (pods[0]["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
+    return ("TrainingJob", job) if job else ("Pod", pods[0]["metadata"]["name"])
+
+
 def job_replicas(job: dict[str, Any]) -> list[tuple[str, str]]:
     """``(replica, pod name)`` of every replica of a TrainingJob, master first."""
     name = job["metadata"]["name"]
@@ -87,8 +131,7 @@ def job_replicas(job: dict[str, Any]) -> list[tuple[str, str]]:
     for rtype in ("Master", "Worker"):
         spec = (job["spec"].get("replicaSpecs") or {}).get(rtype)
         for i in range(int((spec or {}).get("replicas") or 0) if spec else 0):
-            replica = f"{rtype.lower()}-{i}"
-            out.append((replica, f"{name}-{replica}"))
+            out.append((f"{rtype.lower()}-{i}", pod_name(name, rtype, i)))
     return out
 
 
@@ -193,7 +236,7 @@ class _Follower:
 
     def _discover(self) -> bool:
         """Start reading every started pod incarnation not read yet; whether the job is over."""
-        selector = f"{JOB_LABEL}={self.name}"
+        selector = f"{JOB_NAME_LABEL}={self.name}"
         for pod in self.client.list("Pod", self.namespace, selector)["items"]:
             uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
             phase = (pod.get("status") or {}).get("phase") or "Pending"

@@ -13,7 +13,7 @@ import yaml
 from muster.cli.app import console
 from muster.cli.columns import Column, columns_for, row
 
-__all__ = ["Output", "Table", "print_objects", "print_rows", "print_value", "to_yaml"]
+__all__ = ["Output", "Table", "print_objects", "print_rows", "print_tasks", "print_value", "to_yaml"]
 
 
 class Output(StrEnum):
@@ -77,3 +77,11 @@ def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> N
     for n, cells in enumerate([headers, *rows]):
         line = indent + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         console.print(line, markup=False, highlight=False, style="bold" if n == 0 and not indent else None)
+
+
+def print_tasks(wf: dict[str, Any], wide: bool = False, indent: str = "") -> None:
+    """A Workflow's tasks: phase, duration, attempts, cache hit or miss and key."""
+    from muster.sdk.status import HEADERS, WIDE_HEADERS, task_rows
+
+    rows = [r.cells(wide) for r in task_rows(wf)]
+    print_rows(WIDE_HEADERS if wide else HEADERS, rows, indent)

@@ -19,14 +19,8 @@ from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
 from muster.cli.output import Output, print_rows, print_value
-from muster.controllers.explain import (
-    JOB_LABEL,
-    WORKLOAD_LABEL,
-    Explanation,
-    WhyContext,
-    explain,
-    failing_pod,
-)
+from muster.controllers.explain import Explanation, WhyContext, explain, failing_pod
+from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL
 from muster.controllers.usage import fmt_amount
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiError, ApiNotFound
@@ -78,7 +72,7 @@ def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
     if obj["kind"] == "TrainingJob":
         ctx.job = obj
         ctx.workload = _get(client, "Workload", (obj.get("status") or {}).get("workload") or name, ns)
-        ctx.pods = client.list("Pod", ns, f"{JOB_LABEL}={name}")["items"]
+        ctx.pods = client.list("Pod", ns, f"{JOB_NAME_LABEL}={name}")["items"]
     elif obj["kind"] == "Workload":
         ctx.workload = obj
         owner = next(iter(obj["metadata"].get("ownerReferences") or []), None)
@@ -87,8 +81,8 @@ def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
         ctx.pods = client.list("Pod", ns, f"{WORKLOAD_LABEL}={name}")["items"]
     else:
         ctx.pods = [obj]
-        if labels.get(JOB_LABEL):
-            ctx.job = _get(client, "TrainingJob", labels[JOB_LABEL], ns)
+        if labels.get(JOB_NAME_LABEL):
+            ctx.job = _get(client, "TrainingJob", labels[JOB_NAME_LABEL], ns)
         if labels.get(WORKLOAD_LABEL):
             ctx.workload = _get(client, "Workload", labels[WORKLOAD_LABEL], ns)
     ctx.cluster_queues = client.list("ClusterQueue")["items"]

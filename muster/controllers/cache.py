@@ -34,6 +34,7 @@ WATCHED_KINDS = (
     "LocalQueue",
     "PriorityClass",
     "TrainingJob",
+    "Workflow",
     "Workload",
     "Pod",
 )

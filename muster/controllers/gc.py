@@ -18,9 +18,10 @@ from muster.store.base import NotFound
 __all__ = ["collect_garbage"]
 
 Obj = dict[str, Any]
-# Kinds whose objects are owned (by a TrainingJob; later by Workflows) and collected here.
-_OWNED_KINDS = ("Workload", "Pod")
-_OWNER_KINDS = ("TrainingJob",)
+# Kinds whose objects are owned (by a TrainingJob or a Workflow) and collected here. A
+# Workflow's TrainingJob goes first; its own Workload and Pods follow on the next pass.
+_OWNED_KINDS = ("TrainingJob", "Workload", "Pod")
+_OWNER_KINDS = ("TrainingJob", "Workflow")
 
 
 def collect_garbage(ctx: Context) -> int:

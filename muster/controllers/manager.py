@@ -5,11 +5,13 @@ One thread drives, in order, on every pass:
 1. the pod executor with what the runtime reported (pod statuses first: they decide the rest);
 2. the node controller (registration, heartbeats, the default queue's quota);
 3. garbage collection (after deletions, and on every resync);
-4. the TrainingJob controller, for the jobs whose objects changed;
-5. the Workload controller (the eviction handshake);
-6. the scheduler loop, when something it reads changed and a Workload waits; the jobs it
-   admitted are reconciled at once, so their pods are created in the same pass;
-7. the pod executor again, which starts the new pods and stops the ones asked to stop.
+4. the Workflow controller, for the workflows whose objects changed (it creates Workloads
+   and TrainingJobs for their tasks);
+5. the TrainingJob controller, for the jobs whose objects changed;
+6. the Workload controller (the eviction handshake);
+7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
+   workflows it admitted are reconciled at once, so their pods are created in the same pass;
+8. the pod executor again, which starts the new pods and stops the ones asked to stop.
 
 Passes are triggered by store changes (the cache's watch), by the runtime's reports, by
 timers (deadlines, TTLs, backoff) and by a periodic full resync that looks at everything, so
@@ -37,6 +39,8 @@ from muster.controllers.nodes import NodeController
 from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL, is_final
 from muster.controllers.scheduling import SchedulerLoop
 from muster.controllers.trainingjob import TrainingJobController
+from muster.controllers.workflow import WorkflowController
+from muster.controllers.workflow_launch import WORKFLOW_LABEL
 from muster.controllers.workloads import WorkloadController
 from muster.runtime.base import PodStatusChange, Runtime
 from muster.scheduler import Policy
@@ -105,6 +109,7 @@ class Manager:
         self.executor = PodExecutor(self.ctx, self.runtime)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
         self.jobs = TrainingJobController(self.ctx, node_address=self._node_address)
+        self.workflows = WorkflowController(self.ctx)
         self.workloads = WorkloadController(self.ctx)
         self.scheduler = SchedulerLoop(
             self.ctx,
@@ -192,10 +197,19 @@ class Manager:
             self.nodes.sync()
             self.executor.set_nodes(self.nodes.addresses())
         if full or any(
-            k[0] in ("TrainingJob", "Workload") and ctx.cache.get(k[0], k[2], k[1] or None) is None
+            k[0] in ("TrainingJob", "Workload", "Workflow")
+            and ctx.cache.get(k[0], k[2], k[1] or None) is None
             for k in changed
         ):
             collect_garbage(ctx)
+            self.workflows.collect_run_dirs()
+        flows = _owners_of(changed, "Workflow", WORKFLOW_LABEL)
+        if full:
+            flows |= {
+                (w["metadata"].get("namespace") or "", w["metadata"]["name"])
+                for w in ctx.cache.list("Workflow")
+            }
+        self._reconcile_workflows(flows)
         jobs = _jobs_of(changed)
         if full:
             jobs |= {
@@ -205,8 +219,9 @@ class Manager:
         self._reconcile_jobs(jobs)
         self._reconcile_workloads(changed, full)
         if self._scheduling_needed(changed, full):
-            admitted = self.scheduler.cycle()
-            self._reconcile_jobs(_jobs_of({key_of(wl): wl for wl in admitted}))
+            admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
+            self._reconcile_jobs(_jobs_of(admitted))
+            self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:
@@ -217,6 +232,12 @@ class Manager:
             job = self.ctx.cache.get("TrainingJob", name, ns or None)
             if job is not None:
                 self.jobs.reconcile(job)
+
+    def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
+        for ns, name in sorted(flows):
+            wf = self.ctx.cache.get("Workflow", name, ns or None)
+            if wf is not None:
+                self.workflows.reconcile(wf)
 
     def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
         cache = self.ctx.cache
@@ -261,12 +282,18 @@ class Manager:
 
 def _jobs_of(changed: dict[Key, Obj | None]) -> set[tuple[str, str]]:
     """The (namespace, name) of the TrainingJobs that the changed objects belong to."""
-    jobs: set[tuple[str, str]] = set()
-    for (kind, ns, name), obj in changed.items():
-        if kind == "TrainingJob":
-            jobs.add((ns, name))
-        elif kind in ("Workload", "Pod") and obj is not None:
-            job = (obj["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
-            if job:
-                jobs.add((obj["metadata"].get("namespace") or "", job))
-    return jobs
+    return _owners_of(changed, "TrainingJob", JOB_NAME_LABEL)
+
+
+def _owners_of(changed: dict[Key, Obj | None], kind: str, label: str) -> set[tuple[str, str]]:
+    """The (namespace, name) of the ``kind`` objects that changed, or that the changed objects
+    name in their ``label``."""
+    owners: set[tuple[str, str]] = set()
+    for (k, ns, name), obj in changed.items():
+        if k == kind:
+            owners.add((ns, name))
+        elif obj is not None:
+            owner = (obj["metadata"].get("labels") or {}).get(label)
+            if owner:
+                owners.add((obj["metadata"].get("namespace") or "", owner))
+    return owners

@@ -51,6 +51,7 @@ from muster.controllers.pods import (
     stop_requested,
     stop_requested_object,
 )
+from muster.controllers.priority import PriorityClassMissing, priority_of
 from muster.controllers.snapshot import DEFAULT_QUEUE
 from muster.controllers.trainingjob_pods import (
     MASTER_PORT_ANNOTATION,
@@ -186,19 +187,13 @@ class _Pass:
         None, with the reason in the Created condition, when the named class is missing."""
         labels = self.job["metadata"].get("labels") or {}
         named = self.job["spec"].get("priorityClassName") or labels.get(PRIORITY_LABEL)
-        classes = self.ctx.cache.list("PriorityClass")
-        if named:
-            found = next((pc for pc in classes if pc["metadata"]["name"] == named), None)
-            if found is None:
-                message = f"PriorityClass {named} does not exist; create it or change priorityClassName"
-                if set_job_message(self.job, "PriorityClassNotFound", message, self.now):
-                    self.events.append(EventSpec("Warning", "PriorityClassNotFound", message))
-                return None
-            return int(found.get("value") or 0), named
-        default = next((pc for pc in classes if pc.get("globalDefault")), None)
-        if default is None:
-            return 0, None
-        return int(default.get("value") or 0), default["metadata"]["name"]
+        try:
+            return priority_of(self.ctx.cache.list("PriorityClass"), named)
+        except PriorityClassMissing as exc:
+            message = str(exc)
+            if set_job_message(self.job, "PriorityClassNotFound", message, self.now):
+                self.events.append(EventSpec("Warning", "PriorityClassNotFound", message))
+            return None
 
     def _preempted(self, wl: Obj, evicted: Obj) -> None:
         if job_phase(self.job) is JobPhase.PREEMPTED:

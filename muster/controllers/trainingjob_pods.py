@@ -48,11 +48,13 @@ __all__ = [
     "MASTER_PORT_ANNOTATION",
     "REPLICA_TYPES",
     "GangShape",
+    "bound_pod_spec",
     "build_pod",
     "checkpoint_dir",
     "owner_reference",
     "pick_port",
     "pod_name",
+    "pod_set_of",
     "port_free",
     "training_env",
     "workload_for",
@@ -94,26 +96,8 @@ def workload_for(
         replica = spec["replicaSpecs"].get(rtype)
         if replica is None:
             continue
-        template = replica["template"]
-        tspec = template.get("spec") or {}
         count, min_count = _counts(spec, rtype, int(replica.get("replicas", 1)))
-        pod_set: Obj = {
-            "name": rtype.lower(),
-            "count": count,
-            "requests": {
-                name: str(q) for name, q in pod_requests(PodTemplateSpec.model_validate(template)).items()
-            },
-        }
-        if min_count is not None and min_count < count:
-            pod_set["minCount"] = min_count
-        if tspec.get("nodeSelector"):
-            pod_set["nodeSelector"] = dict(tspec["nodeSelector"])
-        if tspec.get("tolerations"):
-            pod_set["tolerations"] = copy.deepcopy(tspec["tolerations"])
-        node_affinity = (tspec.get("affinity") or {}).get("nodeAffinity")
-        if node_affinity:
-            pod_set["affinity"] = {"nodeAffinity": copy.deepcopy(node_affinity)}
-        pod_sets.append(pod_set)
+        pod_sets.append(pod_set_of(rtype.lower(), replica["template"], count, min_count))
     wl_spec: Obj = {
         "priority": priority,
         "active": not (spec.get("runPolicy") or {}).get("suspend", False),
@@ -135,6 +119,29 @@ def workload_for(
         },
         "spec": wl_spec,
     }
+
+
+def pod_set_of(name: str, template: Obj, count: int, min_count: int | None = None) -> Obj:
+    """A Workload pod set of ``count`` pods of ``template``: their requests and the placement
+    rules the scheduler reads (node selector, tolerations, node affinity)."""
+    tspec = template.get("spec") or {}
+    pod_set: Obj = {
+        "name": name,
+        "count": count,
+        "requests": {
+            name: str(q) for name, q in pod_requests(PodTemplateSpec.model_validate(template)).items()
+        },
+    }
+    if min_count is not None and min_count < count:
+        pod_set["minCount"] = min_count
+    if tspec.get("nodeSelector"):
+        pod_set["nodeSelector"] = dict(tspec["nodeSelector"])
+    if tspec.get("tolerations"):
+        pod_set["tolerations"] = copy.deepcopy(tspec["tolerations"])
+    node_affinity = (tspec.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity:
+        pod_set["affinity"] = {"nodeAffinity": copy.deepcopy(node_affinity)}
+    return pod_set
 
 
 def _counts(spec: Obj, rtype: str, replicas: int) -> tuple[int, int | None]:
@@ -217,16 +224,8 @@ def build_pod(job: Obj, rtype: str, index: int, placement: Obj, attempt: str, en
     meta = job["metadata"]
     template = job["spec"]["replicaSpecs"][rtype]["template"]
     tmeta = template.get("metadata") or {}
-    spec = copy.deepcopy(template["spec"])
-    spec.pop("restartPolicy", None)  # the replica's restartPolicy decides, for the whole gang
-    spec["nodeName"] = placement["node"]
-    spec["gpus"] = list(placement.get("gpus") or [])
-    if placement.get("gpuMilli"):
-        spec["gpuMilli"] = placement["gpuMilli"]
-    for group in ("initContainers", "containers"):
-        for container in spec.get(group) or []:
-            own = [e for e in container.get("env") or [] if e["name"] not in env]
-            container["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
+    # the replica's restartPolicy decides, for the whole gang
+    spec = bound_pod_spec(template, placement, env)
     labels = {
         **(tmeta.get("labels") or {}),
         JOB_NAME_LABEL: meta["name"],
@@ -244,6 +243,23 @@ def build_pod(job: Obj, rtype: str, index: int, placement: Obj, attempt: str, en
     if tmeta.get("annotations"):
         pod_meta["annotations"] = dict(tmeta["annotations"])
     return {"apiVersion": API_VERSION, "kind": "Pod", "metadata": pod_meta, "spec": spec}
+
+
+def bound_pod_spec(template: Obj, placement: Obj, env: dict[str, str]) -> Obj:
+    """The spec of a pod of ``template`` bound to ``placement`` (node, GPUs, share), with
+    ``env`` set in every container (replacing the template's variables of those names). The
+    template's restartPolicy goes: the owner decides what a failure means."""
+    spec = copy.deepcopy(template["spec"])
+    spec.pop("restartPolicy", None)
+    spec["nodeName"] = placement["node"]
+    spec["gpus"] = list(placement.get("gpus") or [])
+    if placement.get("gpuMilli"):
+        spec["gpuMilli"] = placement["gpuMilli"]
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or []:
+            own = [e for e in container.get("env") or [] if e["name"] not in env]
+            container["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
+    return spec
 
 
 def pick_port() -> int:

@@ -20,6 +20,8 @@ from muster.api.common import GPU
 from muster.api.pod import BoundPodSpec
 from muster.api.quantity import Quantity, QuantityError
 from muster.api.resources import pod_requests
+from muster.controllers.conditions import condition
+from muster.controllers.pods import is_final
 
 __all__ = [
     "GpuHolder",
@@ -46,7 +48,6 @@ __all__ = [
 Obj = Mapping[str, Any]
 FlavorResource = tuple[str, str]
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
 _BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 
@@ -377,8 +378,7 @@ def _holding_pods_by_node(pods: Iterable[Obj]) -> dict[str, list[Obj]]:
     out: dict[str, list[Obj]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
-        if node and phase not in TERMINAL_PHASES:
+        if node and not is_final(pod):
             out.setdefault(node, []).append(pod)
     return out
 
@@ -398,10 +398,8 @@ def _pod_node_use(pod: Obj) -> dict[str, Fraction]:
 
 
 def _condition_status(status: Obj, type_: str) -> str:
-    for c in status.get("conditions") or []:
-        if c.get("type") == type_:
-            return str(c.get("status") or "Unknown")
-    return "Unknown"
+    found = condition({"status": status}, type_)
+    return str(found.get("status") or "Unknown") if found else "Unknown"
 
 
 def _ref(obj: Obj) -> str:

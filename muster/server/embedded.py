@@ -1,6 +1,7 @@
 """The API server in a thread of the calling process, on a loopback port.
 
-``muster up`` runs uvicorn in the foreground instead; this is for ``muster demo`` and tests,
+``muster up`` runs uvicorn in the foreground instead; this is for ``muster demo``, the SDK
+(:func:`embedded_control_plane`: a workflow run with no server to send it to) and tests,
 which need a real HTTP server next to their own code.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
 
@@ -16,7 +18,7 @@ from muster.server.app import Hook, create_app
 from muster.store import Store
 from muster.testing import free_port, wait_for
 
-__all__ = ["serve_in_thread"]
+__all__ = ["embedded_control_plane", "serve_in_thread"]
 
 
 @contextmanager
@@ -44,3 +46,26 @@ def serve_in_thread(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def embedded_control_plane(home: Path, fake_gpus: str | None = None) -> Iterator[tuple[str, str]]:
+    """What ``muster up`` runs (the API server with the defaults and the manager: controllers,
+    scheduler, local runtime) on ``home``, in this process until the block ends; yields the
+    URL and the admin token. Pods still running at the end are left to the next server."""
+    from muster.config import settings
+    from muster.controllers.manager import ManagerConfig
+    from muster.server.auth import load_or_create_credentials
+    from muster.server.hooks import server_hooks
+    from muster.store import open_store
+
+    s = settings(home=home)
+    s.home.mkdir(parents=True, exist_ok=True)
+    creds = load_or_create_credentials(s.credentials_path)
+    store = open_store(s.store_url)
+    try:
+        hooks = server_hooks(ManagerConfig(fake_gpus=fake_gpus, home=s.home))
+        with serve_in_thread(store, [creds.token], hooks) as url:
+            yield url, creds.token
+    finally:
+        store.close()

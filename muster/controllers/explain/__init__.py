@@ -19,10 +19,6 @@ the reason code and message, and the facts behind them, chosen by state:
 
 from muster.controllers.explain.build import explain, failing_pod, latest_condition
 from muster.controllers.explain.facts import (
-    JOB_LABEL,
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
-    WORKLOAD_LABEL,
     Explanation,
     FailureFacts,
     PodFacts,
@@ -33,10 +29,6 @@ from muster.controllers.explain.facts import (
 )
 
 __all__ = [
-    "JOB_LABEL",
-    "REPLICA_INDEX_LABEL",
-    "REPLICA_TYPE_LABEL",
-    "WORKLOAD_LABEL",
     "Explanation",
     "FailureFacts",
     "PodFacts",

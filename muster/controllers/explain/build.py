@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from muster.controllers.conditions import condition
 from muster.controllers.explain import pending as pending_facts
 from muster.controllers.explain.facts import (
     Explanation,
@@ -11,10 +12,10 @@ from muster.controllers.explain.facts import (
     PodFacts,
     PreemptionFacts,
     WhyContext,
-    condition,
     pod_facts,
     where,
 )
+from muster.controllers.pods import ended_by_stop, phase
 from muster.controllers.usage import (
     QuotaRow,
     cluster_queue_of,
@@ -28,8 +29,6 @@ from muster.store.events import refers_to
 
 __all__ = ["explain", "failing_pod", "latest_condition"]
 
-# Pod reasons that say the pod was stopped from outside, not that it failed.
-_STOPPED_REASONS = frozenset({"Preempted", "Stopped", "Suspended", "GangRestart", "Deleted", "Evicted"})
 _RECENT_EVENTS = 5
 
 
@@ -55,12 +54,7 @@ def latest_condition(obj: Obj) -> Obj | None:
 
 def failing_pod(pods: Sequence[Obj]) -> Obj | None:
     """The replica that failed first on its own (not stopped from outside), or None."""
-    failed = [
-        p
-        for p in pods
-        if (p.get("status") or {}).get("phase") == "Failed"
-        and (p.get("status") or {}).get("reason") not in _STOPPED_REASONS
-    ]
+    failed = [p for p in pods if phase(p) == "Failed" and not ended_by_stop(p)]
     if not failed:
         return None
     return min(failed, key=lambda p: ((p.get("status") or {}).get("finishTime") or "", p["metadata"]["name"]))

@@ -6,13 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from muster.controllers.pods import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, exit_code, phase
 from muster.controllers.usage import QuotaRow
 
 __all__ = [
-    "JOB_LABEL",
-    "REPLICA_INDEX_LABEL",
-    "REPLICA_TYPE_LABEL",
-    "WORKLOAD_LABEL",
     "Explanation",
     "FailureFacts",
     "Obj",
@@ -20,19 +17,12 @@ __all__ = [
     "PreemptionFacts",
     "QueueFacts",
     "WhyContext",
-    "condition",
     "pod_facts",
     "replica_name",
     "where",
 ]
 
 Obj = Mapping[str, Any]
-
-# Labels on every pod of a job (docs/control-plane.md).
-JOB_LABEL = "muster.dev/job-name"
-REPLICA_TYPE_LABEL = "muster.dev/replica-type"
-REPLICA_INDEX_LABEL = "muster.dev/replica-index"
-WORKLOAD_LABEL = "muster.dev/workload"
 
 
 @dataclass
@@ -128,7 +118,7 @@ def replica_name(pod: Obj) -> str:
     rtype, index = labels.get(REPLICA_TYPE_LABEL), labels.get(REPLICA_INDEX_LABEL)
     if rtype and index is not None:
         return f"{rtype.lower()}-{index}"
-    job = labels.get(JOB_LABEL)
+    job = labels.get(JOB_NAME_LABEL)
     name = pod["metadata"]["name"]
     return name[len(job) + 1 :] if job and name.startswith(job + "-") else name
 
@@ -138,18 +128,16 @@ def pod_facts(pods: Sequence[Obj]) -> list[PodFacts]:
     out = []
     for pod in sorted(pods, key=_replica_order):
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        containers = status.get("containerStatuses") or []
-        codes = [c.get("exitCode") for c in containers if c.get("exitCode") not in (None, 0)]
         out.append(
             PodFacts(
                 name=pod["metadata"]["name"],
                 replica=replica_name(pod),
-                phase=status.get("phase") or "Pending",
+                phase=phase(pod),
                 reason=status.get("reason"),
                 node=spec.get("nodeName"),
                 gpus=list(spec.get("gpus") or []),
                 gpu_milli=spec.get("gpuMilli"),
-                exit_code=codes[0] if codes else (containers[0].get("exitCode") if containers else None),
+                exit_code=exit_code(pod),
                 message=status.get("message") or "",
                 started=status.get("startTime"),
                 finished=status.get("finishTime"),
@@ -171,12 +159,6 @@ def where(pods: Sequence[PodFacts]) -> str:
             gpus = f" GPU {','.join(str(g) for g in p.gpus)}{share}"
         parts.append(f"{p.replica} on {p.node}{gpus}")
     return "; ".join(parts)
-
-
-def condition(obj: Obj, type_: str) -> Obj | None:
-    return next(
-        (c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None
-    )
 
 
 def _replica_order(pod: Obj) -> tuple[int, int, str]:

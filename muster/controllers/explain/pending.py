@@ -14,7 +14,8 @@ from fractions import Fraction
 from typing import Any
 
 from muster.api.quantity import Quantity
-from muster.controllers.explain.facts import Explanation, Obj, PodFacts, QueueFacts, WhyContext, condition
+from muster.controllers.conditions import condition
+from muster.controllers.explain.facts import Explanation, Obj, PodFacts, QueueFacts, WhyContext
 from muster.controllers.usage import (
     cluster_queue_of,
     fmt_amount,
@@ -23,7 +24,6 @@ from muster.controllers.usage import (
     local_queue_map,
     workload_usage,
 )
-from muster.scheduler.snapshot import format_units
 
 __all__ = ["admitted_places", "fill_pending", "queue_facts", "queue_time"]
 
@@ -259,6 +259,9 @@ def _units(resource: str, value: Any) -> str:
     """A number in the scheduler's units (thousandths of cpu and GPUs), for people."""
     if value is None:
         return "unlimited"
+    # Imported here: the scheduler package loads NumPy, which the CLI should not pay for at start.
+    from muster.scheduler.snapshot import format_units
+
     return fmt_amount(resource, Quantity.parse(format_units(resource, int(value))).value)
 
 
