@@ -31,6 +31,8 @@ __all__ = [
     "GPU_RESOURCE",
     "STOP_REASONS",
     "Container",
+    "GangLaunch",
+    "GangMember",
     "ContainerStatus",
     "DeviceBinding",
     "GpuDevice",
@@ -51,6 +53,7 @@ __all__ = [
     "Runtime",
     "StopReason",
     "SupportsFaultInjection",
+    "SupportsGangStart",
     "SupportsGpuMetrics",
     "SupportsLogs",
     "SupportsReadoption",
@@ -313,6 +316,8 @@ class PodReason(StrEnum):
     DEADLINE_EXCEEDED = StopReason.DEADLINE_EXCEEDED.value
     EVICTED = StopReason.EVICTED.value
     GPU_UNHEALTHY = StopReason.GPU_UNHEALTHY.value
+    # the runtime could not place the whole gang (SupportsGangStart): nothing of it ran
+    GANG_START_FAILED = "GangStartFailed"
 
 
 STOP_REASONS = frozenset(PodReason(r.value) for r in StopReason)
@@ -434,6 +439,56 @@ class Runtime(Protocol):
     def close(self) -> None:
         """Detach from the pods without stopping them (a later runtime may re-adopt them)."""
         ...
+
+
+@dataclass(frozen=True)
+class GangMember:
+    """One pod of a gang: what :meth:`Runtime.start` would take, plus the node the scheduler
+    chose for it (wire: ``spec.nodeName``)."""
+
+    pod: PodLaunch
+    devices: DeviceBinding
+    node: str
+
+
+@dataclass(frozen=True)
+class GangLaunch:
+    """Every not-yet-started pod of one admitted Workload, started as one unit.
+
+    Wire: the Workload (``namespace``/``name``/``uid``) and its Pods labelled
+    ``muster.dev/workload=<name>``. ``timeout_seconds`` bounds how long the runtime may wait
+    for the whole gang to be placed before it gives up.
+    """
+
+    namespace: str
+    workload: str
+    uid: str
+    members: tuple[GangMember, ...]
+    timeout_seconds: float = 60.0
+
+
+class SupportsGangStart(ABC):
+    """A runtime that must start a gang as one unit: a Ray placement group whose bundles are
+    pinned to the scheduler's nodes, a set of Kubernetes Bindings.
+
+    The executor calls :meth:`start_gang` instead of :meth:`Runtime.start` once every pod of
+    an admitted Workload exists, and never starts a member alone. All or none: until the whole
+    gang is placed every member is reported Pending; if it cannot be placed within
+    ``timeout_seconds`` (or a bind fails), the runtime releases whatever it reserved and
+    reports every member Failed with reason :attr:`PodReason.GANG_START_FAILED` and a message
+    naming the cause, and no member's process runs. The executor then evicts the Workload
+    with that reason, so it is requeued without counting against any backoff
+    (docs/control-plane.md, "Gangs on distributed runtimes").
+    """
+
+    @abstractmethod
+    def start_gang(self, gang: GangLaunch) -> list[str]:
+        """Begin starting every member; return warnings (as :meth:`Runtime.start` does).
+
+        Returns at once: readiness is reported through :meth:`Runtime.poll`. Raises
+        :class:`LaunchError` for a gang that can never start (nothing is reserved then) and
+        :class:`PodExists` when a member is already known.
+        """
 
 
 class SupportsLogs(ABC):
