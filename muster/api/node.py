@@ -1,7 +1,8 @@
 """Node: a machine that runs pods, with its GPUs, capacity, taints and health.
 
 Runtimes write ``status`` (capacity, GPU devices from NVML or ``--fake-gpus``, heartbeats);
-users write ``spec`` (cordon with ``unschedulable``, taints). GPU feature discovery label
+users write ``spec`` (cordon with ``unschedulable``, taints), except on Kubernetes, where the
+cluster's Node owns them. GPU feature discovery label
 names are used for the model and memory: ``nvidia.com/gpu.product``, ``nvidia.com/gpu.memory``.
 """
 
@@ -71,6 +72,11 @@ class NodeStatus(MusterModel):
         default=None, description="The runtime that owns this node."
     )
     addresses: list[NodeAddress] = Field(default_factory=list, description="How to reach the node.")
+    used_by_others: ResourceList = Field(
+        default_factory=dict,
+        description="Resources held by pods Muster did not create (on Kubernetes: kube-scheduler's "
+        "pods, daemonsets), with their count under pods; Muster never places onto them.",
+    )
 
     def field_rules(self, path: str) -> list[FieldError]:
         indices = [gpu.index for gpu in self.gpus]

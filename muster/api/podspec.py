@@ -174,7 +174,9 @@ class Container(MusterModel):
         default=None, description="When to pull the image (Kubernetes runtime only)."
     )
     command: list[str] = Field(
-        default_factory=list, description="The program and its arguments; required by Muster."
+        default_factory=list,
+        description="The program and its arguments; without it the image's entrypoint runs "
+        "(Kubernetes only: the local and Ray runtimes need a command).",
     )
     args: list[str] = Field(default_factory=list, description="Arguments appended to command.")
     working_dir: str | None = Field(default=None, description="Working directory of the process.")
@@ -349,15 +351,6 @@ class PodSpec(MusterModel):
                 self.init_containers if group == "initContainers" else self.containers
             ):
                 cpath = child_path(path, group, i)
-                if not container.command:
-                    errors.append(
-                        FieldError(
-                            child_path(cpath, "command"),
-                            "must be set: Muster runs the command itself (image entrypoints are not "
-                            "used), so a container without a command cannot run",
-                            hint='e.g. command: ["python", "train.py"]',
-                        )
-                    )
                 for m, mount in enumerate(container.volume_mounts):
                     if mount.name not in volumes:
                         errors.append(
@@ -368,6 +361,25 @@ class PodSpec(MusterModel):
                         )
         errors.extend(self._gpu_rules(path))
         return errors
+
+    def field_warnings(self, path: str) -> list[FieldError]:
+        # An image's entrypoint is legitimate on Kubernetes; only the process runtimes need a
+        # command, and they fail the pod with a LaunchError naming this same path.
+        notes = []
+        for group in ("initContainers", "containers"):
+            for i, container in enumerate(
+                self.init_containers if group == "initContainers" else self.containers
+            ):
+                if not container.command:
+                    notes.append(
+                        FieldError(
+                            child_path(path, group, i, "command"),
+                            "not set: on Kubernetes the image's entrypoint runs; the local and Ray "
+                            "runtimes run the command themselves and fail a pod without one",
+                            hint='e.g. command: ["python", "train.py"]',
+                        )
+                    )
+        return notes
 
     def _name_rules(self, path: str) -> list[FieldError]:
         errors: list[FieldError] = []

@@ -38,6 +38,8 @@ from muster.runtime.base import (
     PodStatusChange,
     Runtime,
     StopReason,
+    SupportsNativePods,
+    SupportsRetention,
 )
 
 __all__ = ["PodExecutor"]
@@ -183,8 +185,11 @@ class PodExecutor:
                 self._start(pod)
 
     def stop_orphans(self, pods: list[Obj]) -> None:
-        """Stop processes the runtime runs for pods that no longer exist in the store."""
+        """Stop processes the runtime runs for pods that no longer exist in the store (and let a
+        runtime that keeps released pods' remains drop those of the deleted ones)."""
         known = {p["metadata"].get("uid") for p in pods}
+        if isinstance(self.runtime, SupportsRetention):
+            self.runtime.retain_only({uid for uid in known if uid})
         for uid, ref in list(self._tracked.items()):
             if uid not in known and uid not in self._stopping:
                 try:
@@ -210,7 +215,7 @@ class PodExecutor:
                 return  # changed meanwhile: decide again on the next pass
             pod = stored
         try:
-            launch = pod_launch(pod, host_ip)
+            launch = pod_launch(pod, host_ip, native=isinstance(self.runtime, SupportsNativePods))
             warnings = self.runtime.start(launch, device_binding(pod))
         except LaunchError as exc:
             self._fail(pod, "Error", f"cannot start: {exc}")

@@ -4,10 +4,15 @@
 pod's metadata (name, namespace, uid, a label, an annotation), ``spec.nodeName``,
 ``spec.serviceAccountName``, ``status.hostIP`` and ``status.podIP``; ``resourceFieldRef`` to
 a container's requests and limits. Anything else is a :class:`LaunchError` naming the field.
+
+A runtime with pods of its own (:class:`~muster.runtime.base.SupportsNativePods`, Kubernetes)
+resolves ``valueFrom`` and runs init containers itself: for it (``native=True``) nothing is
+resolved or refused here, and the launch carries the Pod's wire spec as stored.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from typing import Any
@@ -33,17 +38,18 @@ def device_binding(pod: Obj) -> DeviceBinding:
     return DeviceBinding(gpus=tuple(spec.get("gpus") or ()), gpu_milli=int(spec.get("gpuMilli") or 1000))
 
 
-def pod_launch(pod: Obj, host_ip: str) -> PodLaunch:
-    """The launch of ``pod`` on a node reachable at ``host_ip``; LaunchError for what cannot run."""
+def pod_launch(pod: Obj, host_ip: str, *, native: bool = False) -> PodLaunch:
+    """The launch of ``pod`` on a node reachable at ``host_ip``; LaunchError for what cannot run
+    (nothing, with ``native``: the runtime's cluster decides)."""
     spec = pod["spec"]
-    if spec.get("initContainers"):
+    if spec.get("initContainers") and not native:
         raise LaunchError(
             "spec.initContainers",
             "are not run by the local runtime",
             "run the preparation step at the start of the container's command instead",
         )
     containers = tuple(
-        _container(pod, c, f"spec.containers[{i}]", host_ip) for i, c in enumerate(spec["containers"])
+        _container(pod, c, f"spec.containers[{i}]", host_ip, native) for i, c in enumerate(spec["containers"])
     )
     grace = spec.get("terminationGracePeriodSeconds")
     return PodLaunch(
@@ -52,20 +58,22 @@ def pod_launch(pod: Obj, host_ip: str) -> PodLaunch:
         volumes=tuple(_volume(v) for v in spec.get("volumes") or ()),
         termination_grace_seconds=_DEFAULT_GRACE if grace is None else float(grace),
         labels=dict(pod["metadata"].get("labels") or {}),
+        spec=copy.deepcopy(spec),
+        annotations=dict(pod["metadata"].get("annotations") or {}),
     )
 
 
-def _container(pod: Obj, c: Obj, path: str, host_ip: str) -> Container:
+def _container(pod: Obj, c: Obj, path: str, host_ip: str, native: bool) -> Container:
     resources = c.get("resources") or {}
     limits = dict(resources.get("limits") or {})
     requests = {**limits, **(resources.get("requests") or {})}
     env: dict[str, str] = {}
     for j, var in enumerate(c.get("env") or ()):
         name = var["name"]
-        if var.get("valueFrom") is not None:
-            env[name] = _value_from(pod, c, var["valueFrom"], f"{path}.env[{j}].valueFrom", host_ip)
-        else:
+        if var.get("valueFrom") is None:
             env[name] = var.get("value") or ""
+        elif not native:  # a native runtime's cluster resolves it from spec
+            env[name] = _value_from(pod, c, var["valueFrom"], f"{path}.env[{j}].valueFrom", host_ip)
     return Container(
         name=c["name"],
         command=tuple(c.get("command") or ()),

@@ -42,7 +42,7 @@ from muster.controllers.trainingjob import TrainingJobController
 from muster.controllers.workflow import WorkflowController
 from muster.controllers.workflow_launch import WORKFLOW_LABEL
 from muster.controllers.workloads import WorkloadController
-from muster.runtime.base import PodStatusChange, Runtime
+from muster.runtime.base import PodStatusChange, Runtime, SupportsNativePods
 from muster.scheduler import Policy
 from muster.store.base import Store
 
@@ -108,7 +108,7 @@ class Manager:
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
         self.executor = PodExecutor(self.ctx, self.runtime)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
-        self.jobs = TrainingJobController(self.ctx, node_address=self._node_address)
+        self.jobs = TrainingJobController(self.ctx, master_address=self._master_address)
         self.workflows = WorkflowController(self.ctx)
         self.workloads = WorkloadController(self.ctx)
         self.scheduler = SchedulerLoop(
@@ -269,7 +269,9 @@ class Manager:
                 return True
         return False
 
-    def _node_address(self, node: str) -> str:
+    def _master_address(self, namespace: str, workload: str, pod: str, node: str) -> str:
+        if isinstance(self.runtime, SupportsNativePods):
+            return self.runtime.pod_address(namespace, workload, pod)
         return self.executor.node_addresses.get(node, "127.0.0.1")
 
     def _open_runtime(self, home: Path) -> Runtime:

@@ -5,7 +5,9 @@ A node's usage is derived, never stored: every Workload that holds an admission 
 being evicted) charges its placements (node, requests, GPU devices), and every other pod that
 has not ended charges what it asks (the pods of a finished job that are still stopping, pods
 no Workload accounts for). So GPUs are reserved from the moment of admission, before the pods
-exist, and stay reserved until the last process is gone.
+exist, and stay reserved until the last process is gone. What the node's runtime reports as
+held by things Muster did not create (``status.usedByOthers``: kube-scheduler's pods,
+daemonsets) is charged last, its whole GPUs on the devices Muster left free.
 """
 
 from __future__ import annotations
@@ -72,10 +74,14 @@ def build_nodes(nodes: Iterable[Obj], holding: Iterable[Obj], pods: Iterable[Obj
     admission) and with every unfinished pod whose Workload holds none."""
     out: dict[str, Node] = {}
     free: dict[str, list[int]] = {}
+    others: dict[str, dict[str, str]] = {}
     for obj in nodes:
         node = _node(obj)
         out[node.name] = node
         free[node.name] = [GPU_MILLI] * node.gpus
+        used = (obj.get("status") or {}).get("usedByOthers")
+        if used:
+            others[node.name] = used
     held: set[tuple[str, str]] = set()
     for wl in holding:
         held.add((wl["metadata"].get("namespace") or "", wl["metadata"]["name"]))
@@ -87,6 +93,8 @@ def build_nodes(nodes: Iterable[Obj], holding: Iterable[Obj], pods: Iterable[Obj
         if not node_name or is_final(pod) or (pod["metadata"].get("namespace") or "", owner) in held:
             continue
         _charge(out, free, node_name, pod_charge(pod))
+    for name, used in others.items():
+        _charge_others(out[name], free[name], used)
     for name, node in out.items():
         node.gpu_free = tuple(max(0, f) for f in free[name])
     return list(out.values())
@@ -118,6 +126,18 @@ def _charge(nodes: dict[str, Node], free: dict[str, list[int]], name: str, charg
     for g in gpus:
         if 0 <= g < len(free[name]):
             free[name][g] -= milli
+
+
+def _charge_others(node: Node, free: list[int], used: dict[str, str]) -> None:
+    """Charge what pods Muster did not create hold. Their GPUs are whole devices whose indices
+    the node's device plugin chose and Muster does not know: the freest devices are taken."""
+    for resource, amount in used.items():
+        if resource == GPU:
+            continue
+        node.used[resource] = node.used.get(resource, 0) + to_units(resource, amount)
+    gpus = Quantity.parse(used.get(GPU, "0")).as_int()
+    for index in sorted(range(len(free)), key=lambda i: (-free[i], i))[:gpus]:
+        free[index] = 0
 
 
 def _node(obj: Obj) -> Node:

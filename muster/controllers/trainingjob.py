@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
@@ -71,15 +72,17 @@ __all__ = ["TrainingJobController"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+MasterAddress = Callable[[str, str, str, str], str]
 _ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 
 class TrainingJobController:
-    def __init__(self, ctx: Context, node_address: Any = None) -> None:
+    def __init__(self, ctx: Context, master_address: MasterAddress | None = None) -> None:
         self.ctx = ctx
-        # node name -> address pods reach the master at (127.0.0.1 on the local runtime)
-        self.node_address = node_address or (lambda _node: "127.0.0.1")
+        # (namespace, workload, master pod, its node) -> the address the gang reaches the master
+        # at: its node's (127.0.0.1 on the local runtime) or a DNS name (Kubernetes)
+        self.master_address: MasterAddress = master_address or (lambda _ns, _wl, _pod, _node: "127.0.0.1")
 
     def reconcile(self, job: Obj) -> None:
         _Pass(self, job).run()
@@ -298,7 +301,8 @@ class _Pass:
             changed["metadata"].setdefault("annotations", {})[MASTER_PORT_ANNOTATION] = str(port)
             if self.ctx.update(changed) is None:
                 return
-        shape = GangShape(masters, len(expected) - masters, self.ctl.node_address(first[3]["node"]), port)
+        addr = self.ctl.master_address(self.ns, wl["metadata"]["name"], first[0], first[3]["node"])
+        shape = GangShape(masters, len(expected) - masters, addr, port)
         checkpoints = checkpoint_dir(self.ctx.home, self.job)
         checkpoints.mkdir(parents=True, exist_ok=True)
         restarts = int(self.status.get("restartCount") or 0)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "GPU_COUNT_LABEL",
@@ -41,6 +41,7 @@ __all__ = [
     "MigDevice",
     "NodeCondition",
     "NodeInfo",
+    "NodeTaint",
     "PodExists",
     "PodLaunch",
     "PodNotFound",
@@ -56,7 +57,10 @@ __all__ = [
     "SupportsGangStart",
     "SupportsGpuMetrics",
     "SupportsLogs",
+    "SupportsNativePods",
+    "SupportsNodeWatch",
     "SupportsReadoption",
+    "SupportsRetention",
     "Volume",
     "VolumeMount",
     "iso_from_epoch",
@@ -165,15 +169,34 @@ class NodeCondition:
 
 
 @dataclass(frozen=True)
+class NodeTaint:
+    """Wire: ``spec.taints[] {key, value, effect}`` (effect NoSchedule, PreferNoSchedule or NoExecute)."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """A machine as a runtime sees it; the Node controller writes it to the store.
 
     Wire: ``metadata.name`` = ``name``, ``metadata.labels`` = ``labels``;
     ``status.capacity`` / ``status.allocatable`` = the two resource maps (quantity strings:
     ``{"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}``), ``status.gpus`` = ``gpus``,
-    ``status.conditions`` = ``conditions``, ``status.runtime`` = ``runtime``. ``warnings``
+    ``status.conditions`` = ``conditions``, ``status.runtime`` = ``runtime``,
+    ``status.addresses`` = ``address`` (InternalIP) and the name (Hostname). ``warnings``
     are for the operator (``muster up`` prints them, the controller records them as events),
     e.g. that no NVIDIA driver was found.
+
+    ``used_by_others`` (wire: ``status.usedByOthers``, quantity strings) is what things the
+    runtime runs but Muster did not create hold on the node (on Kubernetes: pods bound by
+    kube-scheduler, daemonsets), whole GPUs under ``nvidia.com/gpu`` and their count under
+    ``pods``; the scheduler never places onto it.
+
+    ``taints`` and ``unschedulable``, when not None, belong to the runtime (a Kubernetes
+    Node's ``spec.taints`` and cordon): the Node controller writes them to ``spec``. None
+    leaves ``spec`` to users (``muster`` edits on the local runtime).
     """
 
     name: str
@@ -184,6 +207,10 @@ class NodeInfo:
     conditions: tuple[NodeCondition, ...] = ()
     runtime: str = "local"
     warnings: tuple[str, ...] = ()
+    address: str = "127.0.0.1"
+    used_by_others: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[NodeTaint, ...] | None = None
+    unschedulable: bool | None = None
 
 
 # -- pods ------------------------------------------------------------------------------------
@@ -263,7 +290,10 @@ class PodLaunch:
     """Everything a runtime needs to start a pod. Wire: a Pod with ``spec.nodeName`` set.
 
     ``termination_grace_seconds`` is ``spec.terminationGracePeriodSeconds`` (default 30):
-    the grace a stop uses when the caller gives none.
+    the grace a stop uses when the caller gives none. ``spec`` and ``annotations`` are the
+    Pod's wire ``spec`` and ``metadata.annotations`` as stored, for a runtime that
+    materialises the whole pod itself (:class:`SupportsNativePods`); the other fields are
+    what a process runtime needs, already resolved.
     """
 
     ref: PodRef
@@ -271,6 +301,8 @@ class PodLaunch:
     volumes: tuple[Volume, ...] = ()
     termination_grace_seconds: float = 30.0
     labels: Mapping[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -489,6 +521,44 @@ class SupportsGangStart(ABC):
         :class:`LaunchError` for a gang that can never start (nothing is reserved then) and
         :class:`PodExists` when a member is already known.
         """
+
+
+class SupportsNativePods(ABC):
+    """A runtime whose pods are pods of a cluster of their own (Kubernetes), not processes it runs.
+
+    It takes the Pod's whole wire spec (:attr:`PodLaunch.spec`) and leaves to the cluster what
+    the cluster resolves: ``env[].valueFrom``, init containers, probes, the image's entrypoint
+    when a container has no ``command``. So the controllers pass those through unresolved and
+    unchecked. Its pods reach each other by DNS name, not by their node's address: the
+    TrainingJob controller asks :meth:`pod_address` for ``MASTER_ADDR``.
+    """
+
+    @abstractmethod
+    def pod_address(self, namespace: str, workload: str, pod: str) -> str:
+        """The name pod ``pod`` of the gang ``workload`` is reached at from the gang's other pods."""
+
+
+class SupportsNodeWatch(ABC):
+    """A runtime whose nodes change on their own: a cluster's Nodes join and leave, turn NotReady,
+    are cordoned or tainted. It says when :meth:`Runtime.nodes` has news, so the Node controller
+    syncs at once instead of at its next heartbeat, and a node it no longer lists is gone: the
+    Node controller deletes its Node object.
+    """
+
+    @abstractmethod
+    def nodes_changed(self) -> bool:
+        """Whether the nodes changed since the last :meth:`Runtime.nodes` call (which resets it)."""
+
+
+class SupportsRetention(ABC):
+    """A runtime that keeps what a released pod leaves in place until its Pod object is deleted:
+    a Kubernetes Pod that ended keeps its logs (and shows in ``kubectl``) as long as it exists.
+    The executor names the pods that still exist on every full resync.
+    """
+
+    @abstractmethod
+    def retain_only(self, existing: set[str]) -> None:
+        """Remove the remains of released pods whose uid is not in ``existing`` (returns at once)."""
 
 
 class SupportsLogs(ABC):

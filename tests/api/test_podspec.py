@@ -106,11 +106,13 @@ def test_gpu_and_gpu_memory_are_exclusive_and_shares_sum_per_pod():
     validate(_pod(*three_halves[:2]))  # two halves make one whole GPU
 
 
-def test_every_container_needs_a_command():
-    errs = errors_of(_pod({"name": "main", "image": "pytorch", "args": ["train.py"]}))
-    assert errs == [
-        "spec.containers[0].command: must be set: Muster runs the command itself (image entrypoints "
-        'are not used), so a container without a command cannot run (e.g. command: ["python", '
+def test_a_container_without_command_is_accepted_with_a_warning():
+    validated = validate(_pod({"name": "main", "image": "pytorch", "args": ["train.py"]}))
+    assert validated.obj is not None
+    assert validated.obj["spec"]["containers"][0]["args"] == ["train.py"]
+    assert validated.warnings == [
+        "spec.containers[0].command: not set: on Kubernetes the image's entrypoint runs; the local and "
+        'Ray runtimes run the command themselves and fail a pod without one (e.g. command: ["python", '
         '"train.py"])'
     ]
 
