@@ -34,6 +34,7 @@ from muster.controllers.context import Context, EventRecorder
 from muster.controllers.executor import PodExecutor
 from muster.controllers.gc import collect_garbage
 from muster.controllers.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
+from muster.controllers.metrics import ClusterState
 from muster.controllers.nodes import NodeController
 from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL, is_final
 from muster.controllers.scheduling import SchedulerLoop
@@ -120,6 +121,7 @@ class Manager:
             interval=self.config.gpu_sample_seconds,
             history_seconds=self.config.gpu_history_seconds,
         )
+        self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

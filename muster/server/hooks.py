@@ -32,6 +32,7 @@ def _start_manager(ctx: ServerContext, config: ManagerConfig) -> None:
     manager.start()
     ctx.state["manager"] = manager
     use_manager(ctx.app, manager)
+    ctx.metrics.registry.register(manager.ctx.metrics)
     if isinstance(manager.runtime, SupportsLogs):
         use_log_source(ctx.app, manager.runtime)  # pod logs come from the runtime that runs the pods
 
@@ -41,4 +42,5 @@ def _stop_manager(ctx: ServerContext) -> None:
     use_manager(ctx.app, None)
     manager = ctx.state.pop("manager", None)
     if manager is not None:
+        ctx.metrics.registry.unregister(manager.ctx.metrics)
         manager.stop()
