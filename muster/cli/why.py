@@ -28,6 +28,7 @@ from muster.sdk.errors import ApiError, ApiNotFound
 
 __all__ = ["ClientSource", "gather", "render", "why"]
 
+_NODES_SHOWN = 12
 _STYLES = {
     "Running": "green",
     "Admitted": "green",
@@ -134,6 +135,20 @@ def render(ex: Explanation, now: datetime | None = None) -> None:
             ],
             indent="  ",
         )
+    if ex.nodes:
+        shown = ex.nodes[:_NODES_SHOWN]
+        fitting = sum(1 for v in ex.nodes if v.fits)
+        _heading(f"Nodes ({fitting} of {len(ex.nodes)} can host a pod now)")
+        print_rows(
+            ["NODE", "VERDICT", "WHY"],
+            [[v.node, "fits" if v.fits else v.reason, v.message] for v in shown],
+            indent="  ",
+        )
+        if len(ex.nodes) > len(shown):
+            _item(f"and {len(ex.nodes) - len(shown)} more nodes (-o json lists them all)")
+    if ex.fragmentation is not None:
+        _heading("Free GPUs")
+        _item(ex.fragmentation.message)
     if ex.pods:
         _heading("Pods")
         print_rows(
@@ -161,6 +176,14 @@ def render(ex: Explanation, now: datetime | None = None) -> None:
             by = f" by {pre.preemptor}" if pre.preemptor else ""
             detail = f" ({pre.reason})" if pre.reason else ""
             _item(f"{when}{by}{detail}" + (f": {pre.message}" if pre.message else ""))
+            if pre.resumed_at is None:
+                console.print("      not resumed yet", markup=False)
+            elif pre.checkpoint_found:
+                resumed = f"{age(pre.resumed_at, now)} ago"
+                console.print(f"      resumed {resumed}: checkpoint {pre.checkpoint} found", markup=False)
+            else:
+                resumed = f"{age(pre.resumed_at, now)} ago"
+                console.print(f"      resumed {resumed} with no checkpoint: it started over", markup=False)
     if ex.unblock:
         _heading("What would unblock it" if ex.state not in ("Failed", "Restarting") else "What to do")
         for hint in ex.unblock:
@@ -199,16 +222,6 @@ def _failure(ex: Explanation) -> None:
             _heading(f"Log tail of {pod.replica} (muster logs {pod.name})")
             for line in failure.log_tail:
                 console.print("  | " + line.rstrip("\n"), markup=False, highlight=False)
-
-
-def _event_row(event: dict[str, Any], now: datetime) -> list[str]:
-    return [
-        age(event.get("lastTimestamp"), now),
-        event.get("type") or "",
-        event.get("reason") or "",
-        event["object"],
-        event.get("message") or "",
-    ]
 
 
 def _field(label: str, value: str) -> None:

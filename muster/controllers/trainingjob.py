@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from pathlib import Path
 from typing import Any
 
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
@@ -59,6 +60,7 @@ from muster.controllers.trainingjob_pods import (
     GangShape,
     build_pod,
     checkpoint_dir,
+    latest_checkpoint,
     pick_port,
     pod_name,
     port_free,
@@ -320,11 +322,38 @@ class _Pass:
         shape = GangShape(masters, len(expected) - masters, self.ctl.node_address(first[3]["node"]), port)
         checkpoints = checkpoint_dir(self.ctx.home, self.job)
         checkpoints.mkdir(parents=True, exist_ok=True)
+        if len(missing) == len(expected):
+            self._note_resume(checkpoints)
         restarts = int(self.status.get("restartCount") or 0)
         for name, rtype, index, placement in missing:
             env = training_env(self.job, shape, rtype, index, restarts, checkpoints)
             if self.ctx.create(build_pod(self.job, rtype, index, placement, attempt, env)) is None:
                 log.info("pod %s/%s exists already; looking again next pass", self.ns, name)
+
+    def _note_resume(self, checkpoints: Path) -> None:
+        """The first run after a preemption: record whether a checkpoint was there to resume from."""
+        records = self.status.get("preemptions") or []
+        if not records or records[-1].get("resumedAt"):
+            return
+        record = records[-1]
+        found = latest_checkpoint(checkpoints)
+        record["resumedAt"] = iso(self.now)
+        record["checkpointFound"] = found is not None
+        if found is not None:
+            record["checkpoint"] = found
+            self.events.append(
+                EventSpec(
+                    "Normal", "ResumedFromCheckpoint", f"resuming after preemption; newest checkpoint {found}"
+                )
+            )
+        else:
+            self.events.append(
+                EventSpec(
+                    "Warning",
+                    "NoCheckpoint",
+                    f"resuming after preemption, but {checkpoints} holds no checkpoint: it starts over",
+                )
+            )
 
     def _succeeded(self, live: list[Obj]) -> bool:
         by_type: dict[str, list[Obj]] = {}

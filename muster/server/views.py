@@ -44,11 +44,12 @@ def manager_of(app: FastAPI, required: str | None = None) -> Manager | None:
 
 
 class StoreSource:
-    """:class:`muster.controllers.explain.gather.Source` over the store and the log source."""
+    """:class:`muster.controllers.explain.gather.Source` over a store; pod logs through
+    ``app``'s log source when given (none otherwise)."""
 
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, store: Store, app: FastAPI | None = None) -> None:
+        self.store = store
         self.app = app
-        self.store: Store = app.state.store
 
     def get(self, kind: str, name: str, namespace: str | None) -> Obj | None:
         try:
@@ -61,14 +62,13 @@ class StoreSource:
         return self.store.list(kind, namespace=namespace, selector=parsed).items
 
     def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
+        if self.app is None:
+            return []
         cancel = threading.Event()
+        request = LogRequest(namespace, pod, tail_lines=lines)
         with contextlib.suppress(ApiError):  # no log to read (never started): no tail
             try:
-                return list(
-                    open_log(
-                        log_source(self.app), self.store, LogRequest(namespace, pod, tail_lines=lines), cancel
-                    )
-                )
+                return list(open_log(log_source(self.app), self.store, request, cancel))
             finally:
                 cancel.set()
         return []

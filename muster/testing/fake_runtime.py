@@ -74,7 +74,7 @@ class FakePod:
 
 class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
     """One node named ``node`` with ``gpus`` fake GPUs (or the ``nodes`` given, name -> GPU
-    count); pods change only when told to."""
+    count, of ``model`` or the node's entry in ``models``); pods change only when told to."""
 
     name = "local"
 
@@ -85,13 +85,19 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
         hold_stops: bool = False,
         nodes: Mapping[str, int] | None = None,
         model: str = "FAKE-GPU",
+        models: Mapping[str, str] | None = None,
     ) -> None:
         self.gpus = gpus
         self.node = node
         self.hold_stops = hold_stops
         self.model = model
         self.devices: dict[str, FakeGpus] = {
-            name: FakeGpus([FakeGpu(i, f"GPU-{name}-{i}", model, 16 << 30) for i in range(count)])
+            name: FakeGpus(
+                [
+                    FakeGpu(i, f"GPU-{name}-{i}", (models or {}).get(name, model), 16 << 30)
+                    for i in range(count)
+                ]
+            )
             for name, count in (nodes or {node: gpus}).items()
         }
         self.lost: set[str] = set()
@@ -119,7 +125,8 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
             for d in source.devices()
         )
         healthy = sum(g.health == "Healthy" for g in gpus)
-        labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": self.model}
+        model = source.gpus[0].model if source.gpus else self.model
+        labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": model}
         resources = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(len(gpus))}
         bad = [g for g in gpus if g.health != "Healthy"]
         gpu_condition = (

@@ -41,12 +41,13 @@ class Harness:
         gpus: int = 4,
         hold_stops: bool = False,
         nodes: dict[str, int] | None = None,
+        models: dict[str, str] | None = None,
         **config: Any,
     ) -> None:
         self.store = store
         self.home = home
         self.clock = Clock()
-        self.rt = FakeRuntime(gpus=gpus, hold_stops=hold_stops, nodes=nodes)
+        self.rt = FakeRuntime(gpus=gpus, hold_stops=hold_stops, nodes=nodes, models=models)
         create_defaults(store)
         settings = {"resync_seconds": 0, "heartbeat_seconds": 3600, **config}
         self.manager = Manager(store, ManagerConfig(home=home, clock=self.clock, **settings), runtime=self.rt)

@@ -41,7 +41,7 @@ def why(
     info = registry.lookup(kind)
     if info.kind not in _EXPLAINED:
         raise ApiError(400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload or a Pod")
-    source = StoreSource(request.app)
+    source = StoreSource(request.app.state.store, request.app)
     obj = source.get(info.kind, name, namespace)
     if obj is None:
         raise ApiError(404, f"{info.kind} {namespace}/{name} not found")
