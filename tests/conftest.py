@@ -29,6 +29,16 @@ def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """An empty SQLite store in the test's temporary directory (watchers poll often)."""
+    opened = open_store(f"sqlite:///{tmp_path / 'muster.db'}", poll_interval=0.05)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
 def home_store(muster_home: Path) -> Iterator[Store]:
     """The SQLite store of the test's MUSTER_HOME (where `muster up` would keep it)."""
     opened = open_store(f"sqlite:///{muster_home / 'muster.db'}", poll_interval=0.05)

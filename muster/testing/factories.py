@@ -6,7 +6,7 @@ from typing import Any
 
 from muster.api.base import API_VERSION
 
-__all__ = ["cluster_queue", "flavor", "local_queue", "training_job"]
+__all__ = ["flavor", "local_queue", "training_job"]
 
 
 def training_job(
@@ -46,26 +46,4 @@ def local_queue(name: str, cluster_queue: str = "default", namespace: str = "def
         "kind": "LocalQueue",
         "metadata": meta,
         "spec": {"clusterQueue": cluster_queue},
-    }
-
-
-def cluster_queue(name: str, quota: dict[str, str], flavor: str = "default") -> dict[str, Any]:
-    """A ClusterQueue with one resource group: ``quota`` maps resource -> nominal quota."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "resourceGroups": [
-                {
-                    "coveredResources": list(quota),
-                    "flavors": [
-                        {
-                            "name": flavor,
-                            "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()],
-                        }
-                    ],
-                }
-            ]
-        },
     }

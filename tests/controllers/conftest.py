@@ -11,7 +11,7 @@ import pytest
 from muster.api import registry
 from muster.controllers.defaults import create_defaults
 from muster.controllers.manager import Manager, ManagerConfig
-from muster.store import Store, open_store
+from muster.store import Store
 from muster.store.base import NotFound
 from muster.store.events import events_for
 from muster.testing.fake_runtime import FakeRuntime
@@ -101,13 +101,6 @@ class Harness:
 
     def close(self) -> None:
         self.manager.stop()
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
-    store = open_store(f"sqlite:///{tmp_path / 'muster.db'}", poll_interval=0.05)
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from muster.runtime.base import PodReason
 from muster.store.events import events_for
-from muster.testing.factories import cluster_queue, local_queue
+from muster.testing.cluster import cluster_queue
+from muster.testing.factories import local_queue
 from tests.controllers.conftest import Harness, job
 
 
@@ -180,7 +181,7 @@ def test_preemption_requeues_without_counting_against_backoff(harness: Harness):
 
 def test_gang_larger_than_the_node_starts_nothing_and_says_why(harness: Harness):
     h = harness
-    big = cluster_queue("big", {"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "64"})
+    big = cluster_queue("big", {"default": {"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "64"}})
     lq = local_queue("big", "big")
     h.apply(big, lq, job("huge", workers=3, gpus=2, queueName="big"))
     h.settle(lambda: h.has("TrainingJob", "huge", "Queued", "InsufficientResources"))

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from muster.testing import wait_for
-from muster.testing.factories import cluster_queue, local_queue
+from muster.testing.cluster import cluster_queue
+from muster.testing.factories import local_queue
 from tests.e2e.jobs import cluster, condition, job_doc, pod_log, python_job, wait_condition
 
 pytestmark = pytest.mark.slow
@@ -32,7 +33,7 @@ def test_gang_larger_than_free_gpus_starts_nothing_and_says_why(muster_home: Pat
         # A queue with more quota than the machine has GPUs: quota fits, the gang does not.
         client.apply(
             [
-                cluster_queue("roomy", {"cpu": "64", "memory": "1Ti", "nvidia.com/gpu": "32"}),
+                cluster_queue("roomy", {"default": {"cpu": "64", "memory": "1Ti", "nvidia.com/gpu": "32"}}),
                 local_queue("roomy", "roomy"),
                 python_job("huge", "print('never')", workers=3, gpus=2, queueName="roomy"),
             ]
@@ -47,10 +48,16 @@ def test_gang_larger_than_free_gpus_starts_nothing_and_says_why(muster_home: Pat
 
 
 def test_on_failure_restarts_the_whole_gang_then_backoff_limit_fails_the_job(muster_home: Path):
+    # Rank 1 fails once rank 0 of the same run has started (a marker file), every run.
     script = (
         "import os, sys, time\n"
-        "print('run', os.environ['MUSTER_RESTART_COUNT'], flush=True)\n"
-        "if os.environ['RANK'] == '1': sys.exit(3)\n"
+        "run, ck = os.environ['MUSTER_RESTART_COUNT'], os.environ['MUSTER_CHECKPOINT_DIR']\n"
+        "marker = os.path.join(ck, 'rank0-run' + run)\n"
+        "print('run', run, flush=True)\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    while not os.path.exists(marker): time.sleep(0.05)\n"
+        "    sys.exit(3)\n"
+        "open(marker, 'w').close()\n"
         "time.sleep(600)\n"
     )
     with cluster(muster_home) as (up, client):
@@ -125,7 +132,7 @@ def test_active_deadline_fails_the_job(muster_home: Path):
 
 def test_job_over_team_quota_waits_and_starts_when_another_finishes(muster_home: Path, tmp_path: Path):
     release = tmp_path / "release"
-    team = cluster_queue("team-a", {"cpu": "2", "nvidia.com/gpu": "2"})
+    team = cluster_queue("team-a", {"default": {"cpu": "2", "nvidia.com/gpu": "2"}})
     lq = local_queue("team-a", "team-a", namespace="team-a")
     with cluster(muster_home, gpus=8) as (_up, client):
         first = python_job("first", wait_file(release), gpus=2, namespace="team-a", queueName="team-a")

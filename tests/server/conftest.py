@@ -1,24 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from muster.server import create_app
-from muster.store import Store, open_store
+from muster.store import Store
 from muster.testing.server import RunningServer, serve
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
-    store = open_store(f"sqlite:///{tmp_path / 'muster.db'}", poll_interval=0.05)
-    yield store
-    store.close()
 
 
 @pytest.fixture
