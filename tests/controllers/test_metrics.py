@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from muster.runtime.base import PodReason
-from muster.testing.factories import cluster_queue, local_queue
+from muster.testing.cluster import cluster_queue
+from muster.testing.factories import local_queue
 from tests.controllers.conftest import Harness, job
 
 
@@ -31,8 +32,7 @@ def value(samples: dict, name: str, **labels: str) -> float:
 def test_metrics_follow_jobs_queues_pods_and_gpus(harness: Harness):
     h = harness
     h.clock.now = time.time()  # objects are created at the store's (real) time: queue waits add up
-    team = cluster_queue("team", {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "4"})
-    team["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    team = cluster_queue("team", {"default": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "4"}})
     h.apply(
         team,
         local_queue("team", "team"),

@@ -14,7 +14,8 @@ from muster.controllers.explain.gather import gather
 from muster.runtime.base import GpuFault
 from muster.server.views import StoreSource
 from muster.store import Store
-from muster.testing.factories import cluster_queue, local_queue
+from muster.testing.cluster import cluster_queue
+from muster.testing.factories import local_queue
 from tests.controllers.conftest import Harness, job
 
 Obj = dict[str, Any]
@@ -27,8 +28,10 @@ def why(h: Harness, name: str) -> Explanation:
 
 
 def queue(name: str, gpus: str, strategy: str = "BestEffortFIFO", **spec: Any) -> list[Obj]:
-    cq = cluster_queue(name, {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": gpus})
-    cq["spec"].update({"queueingStrategy": strategy, **spec})
+    cq = cluster_queue(
+        name, {"default": {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": gpus}}, strategy=strategy
+    )
+    cq["spec"].update(spec)
     return [cq, local_queue(name, name)]
 
 
