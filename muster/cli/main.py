@@ -8,6 +8,7 @@ from muster.cli import (  # noqa: F401
     delete,
     demo,
     describe,
+    doctor,
     get,
     logs,
     node,

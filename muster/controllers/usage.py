@@ -41,6 +41,7 @@ __all__ = [
     "pod_gpu_milli",
     "queue_usage",
     "quota_rows",
+    "scheduler_amount",
     "workload_requests",
     "workload_usage",
 ]
@@ -369,6 +370,17 @@ def fmt_amount(resource: str, amount: Fraction | int) -> str:
                 return f"{_short(value / size)}{unit}"
         return _short(value)
     return _short(value)
+
+
+def scheduler_amount(resource: str, value: Any) -> str:
+    """An amount in the scheduler's units (thousandths of CPUs and GPUs, as pending details
+    carry them), for people; None is unlimited."""
+    if value is None:
+        return "unlimited"
+    # Imported here: the scheduler package loads NumPy, which the CLI should not pay for at start.
+    from muster.scheduler.snapshot import format_units
+
+    return fmt_amount(resource, Quantity.parse(format_units(resource, int(value))).value)
 
 
 # -- helpers ---------------------------------------------------------------------------------

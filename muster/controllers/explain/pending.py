@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from muster.api.quantity import Quantity
 from muster.controllers.conditions import condition
 from muster.controllers.explain.facts import (
     Explanation,
@@ -30,6 +29,7 @@ from muster.controllers.usage import (
     holds_quota,
     is_pending,
     local_queue_map,
+    scheduler_amount,
     workload_usage,
 )
 
@@ -152,16 +152,16 @@ def blocker(ex: Explanation, details: Mapping[str, Any]) -> str:
     if reason == "QuotaExhausted":
         for s in details.get("shortfalls") or []:
             missing = max(0, int(s["requested"]) - max(int(s["available"]), 0))
-            return (
-                f"needs {_units(s['resource'], missing)} more {s['resource']} of quota in ClusterQueue {cq}"
-            )
+            res = s["resource"]
+            return f"needs {scheduler_amount(res, missing)} more {res} of quota in ClusterQueue {cq}"
     if reason == "ExceedsMaxQuota":
         for s in details.get("shortfalls") or []:
             if s.get("maximum") is not None:
                 res = s["resource"]
+                asked, most = scheduler_amount(res, s["requested"]), scheduler_amount(res, s["maximum"])
                 return (
-                    f"asks for {_units(res, s['requested'])} {res}, more than ClusterQueue {cq} can ever "
-                    f"have ({_units(res, s['maximum'])} with what its cohort may lend)"
+                    f"asks for {asked} {res}, more than ClusterQueue {cq} can ever have "
+                    f"({most} with what its cohort may lend)"
                 )
     if reason in _CAPACITY:
         return _capacity_blocker(ex)
@@ -225,8 +225,8 @@ def _unblock(
         return _quota_hints(wl, cq, details, ctx)
     if reason == "ExceedsMaxQuota":
         return [
-            f"lower its {s['resource']} request to at most {_units(s['resource'], s['maximum'])} "
-            f"(it asks for {_units(s['resource'], s['requested'])}), or raise the quota of flavor "
+            f"lower its {s['resource']} request to at most {scheduler_amount(s['resource'], s['maximum'])} "
+            f"(it asks for {scheduler_amount(s['resource'], s['requested'])}), or raise the quota of flavor "
             f"{s['flavor']} in ClusterQueue {cq_name} or its cohort"
             for s in details.get("shortfalls") or []
             if s.get("maximum") is not None
@@ -273,13 +273,13 @@ def _quota_hints(wl: Obj, cq: Obj | None, details: Mapping[str, Any], ctx: WhyCo
             + ")"
             for h, amt in _held(holders, flavor, res)
         )
-        amount = f"{_units(res, missing)} more {res} of flavor {flavor}"
+        amount = f"{scheduler_amount(res, missing)} more {res} of flavor {flavor}"
         hint = f"{amount} must be free in ClusterQueue {cq_name} or its cohort"
         hints.append(hint + (f"; held now by {held}" if held else ""))
         need = Fraction(int(s["used"]) + int(s["requested"]))
         hints.append(
             f"or raise nominalQuota of {res} in flavor {flavor} of ClusterQueue {cq_name} "
-            f"from {_units(res, s['nominal'])} to at least {_units(res, need)}"
+            f"from {scheduler_amount(res, s['nominal'])} to at least {scheduler_amount(res, need)}"
         )
     lower = [h for h in own if _prio(h) < priority]
     within = (((cq or {}).get("spec") or {}).get("preemption") or {}).get("withinClusterQueue", "Never")
@@ -342,16 +342,6 @@ def _held(holders: Sequence[Obj], flavor: str, res: str) -> list[tuple[Obj, Frac
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _units(resource: str, value: Any) -> str:
-    """A number in the scheduler's units (thousandths of cpu and GPUs), for people."""
-    if value is None:
-        return "unlimited"
-    # Imported here: the scheduler package loads NumPy, which the CLI should not pay for at start.
-    from muster.scheduler.snapshot import format_units
-
-    return fmt_amount(resource, Quantity.parse(format_units(resource, int(value))).value)
 
 
 def _place(queue: QueueFacts | None) -> str:

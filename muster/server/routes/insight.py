@@ -13,6 +13,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from muster.api import registry
+from muster.config import settings
+from muster.controllers.doctor import Inputs, Thresholds, diagnose, report
 from muster.controllers.explain import explain
 from muster.controllers.explain.gather import gather
 from muster.controllers.gpuview import gpu_rows
@@ -71,6 +73,56 @@ def gpus(
             "gpus": [row.to_dict(with_history=history) for row in rows],
         }
     )
+
+
+@router.get(f"{INSIGHT_PREFIX}/doctor", operation_id="doctor")
+def doctor(
+    request: Request,
+    idle_threshold: float | None = Query(
+        None,
+        alias="idleThreshold",
+        ge=0,
+        le=100,
+        description="Percent utilisation under which a GPU is idle.",
+    ),
+    idle_minutes: float | None = Query(
+        None, alias="idleMinutes", gt=0, description="Minutes an allocated GPU must stay idle."
+    ),
+    pending_minutes: float | None = Query(
+        None, alias="pendingMinutes", ge=0, description="Minutes a Workload may wait before it is reported."
+    ),
+    restarts: int | None = Query(None, ge=1, description="Gang restarts that make a restart loop."),
+) -> Response:
+    """Every finding of ``muster doctor``, most severe first, with evidence and a fix."""
+    s = settings()
+    given = {
+        "idle_threshold": idle_threshold if idle_threshold is not None else s.doctor_idle_threshold,
+        "idle_minutes": idle_minutes if idle_minutes is not None else s.doctor_idle_minutes,
+        "pending_minutes": pending_minutes if pending_minutes is not None else s.doctor_pending_minutes,
+        "restarts": restarts if restarts is not None else s.doctor_restarts,
+    }
+    thresholds = Thresholds(**{k: v for k, v in given.items() if v is not None})
+    store = request.app.state.store
+    manager = manager_of(request.app)
+    now = manager.ctx.now() if manager is not None else time.time()
+    history: dict = {}
+    sample_seconds = None
+    if manager is not None and manager.gpus.enabled:
+        window = thresholds.idle_minutes * 60 + 2 * manager.gpus.interval
+        history, sample_seconds = manager.gpus.history(since=now - window), manager.gpus.interval
+    inputs = Inputs(
+        nodes=store.list("Node").items,
+        pods=store.list("Pod").items,
+        workloads=store.list("Workload").items,
+        jobs=store.list("TrainingJob").items,
+        cluster_queues=store.list("ClusterQueue").items,
+        local_queues=store.list("LocalQueue").items,
+        events=store.list("Event").items,
+        history=history,
+        sample_seconds=sample_seconds,
+        now=now,
+    )
+    return json_response(report(diagnose(inputs, thresholds), inputs, thresholds))
 
 
 @router.get(f"{INSIGHT_PREFIX}/queues/usage", operation_id="queueUsage")
