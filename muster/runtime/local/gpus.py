@@ -169,7 +169,7 @@ class NvmlGpus:
                     nvlink_peers=tuple(sorted(peers[i])),
                     domain=domains[i],
                     health="Unhealthy" if problems else "Healthy",
-                    health_reason="; ".join(problems),
+                    health_reason="; ".join(dict.fromkeys(problems)),
                 )
             )
         return out
