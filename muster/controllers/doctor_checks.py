@@ -28,6 +28,7 @@ from muster.controllers.usage import (
 __all__ = ["CHECKS"]
 
 _GPU = "nvidia.com/gpu"
+_LISTED = 10  # evidence lines per finding before "and N more"
 
 
 def nodes(inp: Inputs, _t: Thresholds) -> list[Finding]:
@@ -201,56 +202,72 @@ def idle_gpus(inp: Inputs, t: Thresholds) -> list[Finding]:
 
 
 def waiting(inp: Inputs, t: Thresholds) -> list[Finding]:
-    """Workloads waiting longer than the threshold, and gangs that fragmentation keeps out."""
-    out = []
+    """Gangs that fragmentation keeps out, and Workloads waiting longer than the threshold
+    (one finding per ClusterQueue: a backlog is one problem, not hundreds)."""
     lq_map = local_queue_map(inp.local_queues)
+    blocked: list[tuple[str, int, int, Obj]] = []  # owner, pods, GPUs per pod, pending details
+    late: dict[str, list[tuple[float, str, Obj]]] = {}  # queue -> (waited, owner, pending)
     for wl in sorted(inp.workloads, key=_ref):
         if not is_pending(wl):
             continue
         pending = (wl.get("status") or {}).get("pending") or {}
         details = pending.get("details") or {}
-        obj = _owner(wl)
         gang = _gang(wl)
         free = details.get("freeGpus")
         if pending.get("reason") == "InsufficientResources" and gang and free is not None:
             pods, per_pod = gang
-            largest = int(details.get("largestFreeGpuBlock") or 0)
-            if free >= pods * per_pod and largest < per_pod:
-                out.append(
-                    Finding(
-                        "warning",
-                        "FragmentationBlocksGang",
-                        f"{obj} waits for {pods} pod(s) of {per_pod} GPUs while {free} GPUs are free "
-                        "in pieces",
-                        [obj],
-                        [
-                            f"{free} free GPUs spread over {details.get('nodesWithFreeGpus')} nodes; "
-                            f"the largest free block is {largest}",
-                            f"{pending.get('reason')}: {pending.get('message', '')}",
-                        ],
-                        "pack new work (muster up --placement binpack or fgd), ask for fewer GPUs per "
-                        "pod, or drain a lightly used node (muster node drain) to free a whole block",
-                    )
-                )
+            if free >= pods * per_pod and int(details.get("largestFreeGpuBlock") or 0) < per_pod:
+                blocked.append((_owner(wl), pods, per_pod, details))
         since = epoch(queue_time(wl))
-        if since is None or inp.now - since < t.pending_minutes * 60:
-            continue
-        cq = cluster_queue_of(wl, lq_map) or "(no ClusterQueue)"
-        kind, ns, name = obj.split("/")
-        evidence = [f"waiting {_ago(inp.now - since)} in ClusterQueue {cq}"]
-        if pending:
-            evidence.append(f"{pending.get('reason')}: {pending.get('message', '')}")
+        if since is not None and inp.now - since >= t.pending_minutes * 60:
+            cq = cluster_queue_of(wl, lq_map) or "(no ClusterQueue)"
+            late.setdefault(cq, []).append((inp.now - since, _owner(wl), pending))
+    out = [_fragmented(blocked)] if blocked else []
+    for cq, items in sorted(late.items()):
+        items.sort(key=lambda i: (-i[0], i[1]))
+        longest, first = items[0][0], items[0][1]
+        kind, ns, name = first.split("/")
+        evidence = [
+            f"{obj}: waiting {_ago(waited)}" + (f"; {p.get('reason')}: {p.get('message', '')}" if p else "")
+            for waited, obj, p in items[:_LISTED]
+        ]
+        if len(items) > _LISTED:
+            evidence.append(f"and {len(items) - _LISTED} more")
         out.append(
             Finding(
                 "warning",
                 "PendingTooLong",
-                f"{obj} has waited {_ago(inp.now - since)} for admission",
-                [obj],
+                f"{len(items)} workload(s) of ClusterQueue {cq} waited over {_ago(t.pending_minutes * 60)} "
+                f"for admission (the longest {_ago(longest)})",
+                [obj for _w, obj, _p in items],
                 evidence,
-                f"muster why {kind}/{name} -n {ns} names what keeps it out and what would let it in",
+                f"muster why {kind}/{name} -n {ns} (and the same for the others) names what keeps it out "
+                "and what would let it in",
             )
         )
     return out
+
+
+def _fragmented(blocked: list[tuple[str, int, int, Obj]]) -> Finding:
+    details = blocked[0][3]
+    evidence = [
+        f"{details.get('freeGpus')} free GPUs spread over {details.get('nodesWithFreeGpus')} nodes; the "
+        f"largest free block is {details.get('largestFreeGpuBlock')}"
+    ]
+    evidence += [
+        f"{obj} needs {pods} pod(s) of {per_pod} GPUs" for obj, pods, per_pod, _d in blocked[:_LISTED]
+    ]
+    if len(blocked) > _LISTED:
+        evidence.append(f"and {len(blocked) - _LISTED} more")
+    return Finding(
+        "warning",
+        "FragmentationBlocksGang",
+        f"{len(blocked)} waiting gang(s) would fit in the free GPUs, but no node has a block large enough",
+        [obj for obj, *_ in blocked],
+        evidence,
+        "pack new work (muster up --placement binpack or fgd), ask for fewer GPUs per pod, or drain a "
+        "lightly used node (muster node drain) to free a whole block",
+    )
 
 
 def quota(inp: Inputs, _t: Thresholds) -> list[Finding]:

@@ -109,9 +109,18 @@ def test_finds_an_idle_gpu_a_stuck_gang_and_an_oom_loop(harness: Harness):
     assert all("mean 1.0%, max 1.0% over the last 10 min (21 readings)" in e for e in idle_gpu["evidence"])
     assert "muster suspend job/idle" in idle_gpu["fix"]
     assert pending["objects"] == ["trainingjob/default/gang"]
-    assert pending["evidence"][0].startswith("waiting 31 min in ClusterQueue default")
+    assert pending["title"] == (
+        "1 workload(s) of ClusterQueue default waited over 30 min for admission (the longest 31 min)"
+    )
+    assert pending["evidence"][0].startswith(
+        "trainingjob/default/gang: waiting 31 min; InsufficientResources: "
+    )
     assert pending["fix"].startswith("muster why trainingjob/gang -n default")
-    assert fragmented["evidence"][0] == "4 free GPUs spread over 3 nodes; the largest free block is 2"
+    assert fragmented["objects"] == ["trainingjob/default/gang"]
+    assert fragmented["evidence"] == [
+        "4 free GPUs spread over 3 nodes; the largest free block is 2",
+        "trainingjob/default/gang needs 1 pod(s) of 4 GPUs",
+    ]
     assert answer["counts"] == {"critical": 0, "warning": 4, "info": 0}
     assert answer["gpuSamples"] is True
 

@@ -74,7 +74,7 @@ def placement(wl: Obj, ctx: WhyContext, simulate: bool = True) -> Placement | No
     holders = _gpu_holders(ctx.workloads)
     verdicts = node_verdicts(built.snapshot.nodes, pod_set, flavors, holders)
     frag = fragmentation(built.snapshot.nodes, pod_set, verdicts)
-    return Placement(verdicts, frag, fits_when(wl, ctx) if simulate else None)
+    return Placement(verdicts, frag, fits_when(wl, ctx, built) if simulate else None)
 
 
 def node_verdicts(
@@ -122,37 +122,36 @@ def fragmentation(
     return Fragmentation(need, pods, total, spread, block, block_node, room, fragmented, message)
 
 
-def fits_when(wl: Obj, ctx: WhyContext) -> FitsWhen:
-    """What has to finish for ``wl`` to be admitted (the scheduler core decides each what-if)."""
+def fits_when(wl: Obj, ctx: WhyContext, built: Built | None = None) -> FitsWhen:
+    """What has to finish for ``wl`` to be admitted (the scheduler core decides each what-if).
+    ``built`` is the snapshot of the context when the caller has one."""
     me = _key(wl)
-    admitted = [w for w in ctx.workloads if holds_quota(w) and _key(w) != me]
-    if _admits(ctx, me, set()):
+    what_if = _WhatIf(built or _build(ctx, me, ctx.workloads, ctx.all_pods), me)
+    if what_if.admits(set()):
         return FitsWhen(
             fits_now=True,
             message="it fits as the cluster is now: the scheduler admits it once the workloads "
             "ahead of it in the queue are served",
         )
+    admitted = [w for w in ctx.workloads if holds_quota(w) and _key(w) != me]
     candidates = sorted(admitted, key=lambda w: _finish_order(w, ctx.jobs))[:_CANDIDATES]
     removed: list[str] = []
     for w in candidates:
         removed.append(_key(w))
-        if _admits(ctx, me, set(removed)):
+        if what_if.admits(set(removed)):
             break
     else:
         everyone = {_key(w) for w in admitted}
-        if len(everyone) > len(removed) and _admits(ctx, me, everyone):
-            return FitsWhen(
-                message=f"it fits only once more than the {_CANDIDATES} running workloads likeliest "
-                "to finish are gone"
-            )
-        if not _admits(ctx, me, everyone):
+        if not what_if.admits(everyone):
             return FitsWhen(never=True, message=_never(ctx, wl))
-        return FitsWhen(message="it fits once every running workload has finished")
+        return FitsWhen(
+            message=f"it fits only once more than the {_CANDIDATES} running workloads likeliest to "
+            "finish are gone"
+        )
     # Prune: keep only the workloads whose finishing is needed.
     needed = list(removed)
     for key in removed[:-1]:
-        trial = set(needed) - {key}
-        if _admits(ctx, me, trial):
+        if what_if.admits(set(needed) - {key}):
             needed.remove(key)
     names = " and ".join(needed) if len(needed) <= 2 else ", ".join(needed[:-1]) + f" and {needed[-1]}"
     return FitsWhen(finishing=needed, message=f"fits when {names} finish{'es' if len(needed) == 1 else ''}")
@@ -161,20 +160,57 @@ def fits_when(wl: Obj, ctx: WhyContext) -> FitsWhen:
 # -- the what-if -----------------------------------------------------------------------------
 
 
-def _admits(ctx: WhyContext, me: str, removed: set[str]) -> bool:
-    """Would the scheduler admit ``me``, alone in its queue, with ``removed`` gone?"""
-    from muster.scheduler import Policy, schedule
+class _WhatIf:
+    """The snapshot with ``me`` alone waiting; :meth:`admits` asks the scheduler core whether it
+    is admitted, without preempting, once some admitted Workloads are gone (their placements
+    released from the nodes, their quota from the queues)."""
 
-    workloads = [w for w in ctx.workloads if _key(w) not in removed]
-    pods = [p for p in ctx.all_pods if _pod_owner(p) not in removed]
-    built = _build(ctx, me, workloads, pods)
-    mine = _pending(built, me)
-    if mine is None:
-        return False
-    # Alone, and without preempting: does it fit in what is free?
-    built.snapshot.pending = [dataclasses.replace(mine, can_preempt=False)]
-    decisions = schedule(built.snapshot, Policy())
-    return any(_key_of(a.namespace, a.name) == me for a in decisions.admitted)
+    def __init__(self, built: Built, me: str) -> None:
+        self.base = built.snapshot
+        self.mine = _pending(built, me)
+        self.me = me
+
+    def admits(self, removed: set[str]) -> bool:
+        from muster.scheduler import Policy, schedule
+
+        if self.mine is None:
+            return False
+        gone = [a for a in self.base.admitted if _key_of(a.namespace, a.name) in removed]
+        snapshot = dataclasses.replace(
+            self.base,
+            admitted=[a for a in self.base.admitted if _key_of(a.namespace, a.name) not in removed],
+            nodes=_released(self.base.nodes, gone),
+            pending=[dataclasses.replace(self.mine, can_preempt=False)],
+        )
+        decisions = schedule(snapshot, Policy())
+        return any(_key_of(a.namespace, a.name) == self.me for a in decisions.admitted)
+
+
+def _released(nodes: Sequence[Node], gone: Sequence[Any]) -> list[Node]:
+    """Copies of the nodes the ``gone`` Workloads' pods ran on, with their charges released."""
+    from muster.scheduler import GPU_MILLI
+
+    by_name = {n.name: n for n in nodes}
+    changed: dict[str, tuple[Node, list[int]]] = {}
+    for a in gone:
+        for ps in a.pod_sets:
+            for pod in ps.pods:
+                if pod.node not in by_name:
+                    continue
+                if pod.node not in changed:
+                    old = by_name[pod.node]
+                    free = list(old.gpu_free) or [GPU_MILLI] * old.gpus
+                    changed[pod.node] = (dataclasses.replace(old, used=dict(old.used)), free)
+                node, free = changed[pod.node]
+                for resource, amount in ps.requests.items():
+                    node.used[resource] = node.used.get(resource, 0) - amount
+                milli = ps.gpu_milli if pod.gpu_milli is None else pod.gpu_milli
+                for g in pod.gpus:
+                    if 0 <= g < len(free):
+                        free[g] = min(GPU_MILLI, free[g] + milli)
+    for node, free in changed.values():
+        node.gpu_free = tuple(free)
+    return [changed[n.name][0] if n.name in changed else n for n in nodes]
 
 
 def _never(ctx: WhyContext, wl: Obj) -> str:
@@ -412,11 +448,6 @@ def _pod_gpus(ps: Obj) -> int:
     from muster.api.resources import gpu_demand
 
     return gpu_demand(ps.get("requests") or {}).devices
-
-
-def _pod_owner(pod: Obj) -> str:
-    workload = (pod["metadata"].get("labels") or {}).get("muster.dev/workload")
-    return _key_of(pod["metadata"].get("namespace"), workload) if workload else ""
 
 
 def _key(obj: Obj) -> str:
