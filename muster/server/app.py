@@ -26,7 +26,7 @@ from muster.config import settings
 from muster.server.auth import BearerAuth
 from muster.server.errors import install_error_handlers
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
-from muster.server.routes import apply, logs, system
+from muster.server.routes import apply, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
 from muster.store import Store
@@ -102,10 +102,13 @@ def create_app(
     app.state.ready = False
     app.state.home = home if home is not None else settings().home
     app.state.log_source = None  # muster.server.logs.use_log_source
+    app.state.manager = None  # muster.server.views.use_manager
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(apply.router)
     app.include_router(logs.router)
+    app.include_router(insight.router)
+    app.include_router(faults.router)
     for info in registry.kinds():
         app.include_router(kind_router(info))
     # Outermost first: metrics see every request, including the ones auth turns away.
