@@ -1,14 +1,14 @@
 """``muster why KIND/NAME``: why a job (Workload, pod) is where it is, and what would change it.
 
 The command fetches the object and what surrounds it (its job, Workload and pods, the
-queues, every Workload, the namespace's events, the failing replica's log tail) and hands
-them to :func:`muster.controllers.explain.explain`, which does the thinking; this module
-only gathers and renders.
+queues, every Workload, the namespace's events, the failing replica's log tail: see
+:mod:`muster.controllers.explain.gather`) and hands them to
+:func:`muster.controllers.explain.explain`, which does the thinking; this module only
+renders.
 """
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -19,11 +19,11 @@ from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
 from muster.cli.output import Output, print_rows, print_value
-from muster.controllers.explain import Explanation, WhyContext, explain, failing_pod
-from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL
+from muster.controllers.explain import Explanation, WhyContext, explain
+from muster.controllers.explain.gather import gather as gather_context
 from muster.controllers.usage import fmt_amount
 from muster.sdk.client import Client
-from muster.sdk.errors import ApiError, ApiNotFound
+from muster.sdk.errors import ApiError
 
 __all__ = ["gather", "render", "why"]
 
@@ -64,37 +64,15 @@ def why(
 
 
 def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
-    """Everything :func:`explain` looks at, around ``obj``."""
-    ns = obj["metadata"].get("namespace") or "default"
-    name = obj["metadata"]["name"]
-    labels = obj["metadata"].get("labels") or {}
-    ctx = WhyContext()
-    if obj["kind"] == "TrainingJob":
-        ctx.job = obj
-        ctx.workload = _get(client, "Workload", (obj.get("status") or {}).get("workload") or name, ns)
-        ctx.pods = client.list("Pod", ns, f"{JOB_NAME_LABEL}={name}")["items"]
-    elif obj["kind"] == "Workload":
-        ctx.workload = obj
-        owner = next(iter(obj["metadata"].get("ownerReferences") or []), None)
-        if owner and owner.get("kind") == "TrainingJob":
-            ctx.job = _get(client, "TrainingJob", owner["name"], ns)
-        ctx.pods = client.list("Pod", ns, f"{WORKLOAD_LABEL}={name}")["items"]
-    else:
-        ctx.pods = [obj]
-        if labels.get(JOB_NAME_LABEL):
-            ctx.job = _get(client, "TrainingJob", labels[JOB_NAME_LABEL], ns)
-        if labels.get(WORKLOAD_LABEL):
-            ctx.workload = _get(client, "Workload", labels[WORKLOAD_LABEL], ns)
-    ctx.cluster_queues = client.list("ClusterQueue")["items"]
-    ctx.local_queues = client.list("LocalQueue")["items"]
-    ctx.workloads = client.list("Workload")["items"]
-    ctx.events = client.list("Event", ns)["items"]
-    failing = failing_pod(ctx.pods)
-    if failing is not None and tail:
-        pod = failing["metadata"]["name"]
-        with contextlib.suppress(ApiError):  # no log (never started, several containers): no tail
-            ctx.log_tails = {pod: list(client.logs(pod, ns, tail_lines=tail))}
-    return ctx
+    """Everything :func:`explain` looks at, around ``obj``, fetched through ``client``."""
+
+    def log_tail(pod: str, namespace: str, lines: int) -> list[str]:
+        try:
+            return list(client.logs(pod, namespace, tail_lines=lines))
+        except ApiError:  # no log (never started, several containers): no tail
+            return []
+
+    return gather_context(client, obj, log_tail, tail)
 
 
 def render(ex: Explanation, now: datetime | None = None) -> None:
@@ -214,13 +192,6 @@ def _event_row(event: dict[str, Any], now: datetime) -> list[str]:
         event["object"],
         event.get("message") or "",
     ]
-
-
-def _get(client: Client, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-    try:
-        return client.get(kind, name, namespace)
-    except ApiNotFound:
-        return None
 
 
 def _field(label: str, value: str) -> None:

@@ -1,0 +1,96 @@
+// The overview: every GPU of every node as a tile coloured by the job holding it, quota usage
+// of every ClusterQueue, recent events, and a few headline numbers.
+
+import { h, put, card, empty } from "../dom.js";
+import { jobColor } from "../colors.js";
+import { pageHead, eventsTable, quotaBars, ownerHref, ownerKey, swatch, badge } from "./common.js";
+import { livePage } from "./common.js";
+import { amount } from "../charts.js";
+
+const KINDS = ["Node", "Pod", "Workload", "TrainingJob", "ClusterQueue", "LocalQueue", "Event"];
+
+export default function overview(root) {
+  return livePage(root, KINDS, "/ui/api/overview", (data, body) => put(body,
+    pageHead("Overview", "GPUs, quotas and what happened lately"),
+    stats(data),
+    h("div", { class: "grid-2" },
+      card("GPUs", gpuGrid(data.gpus), legend(data.gpus)),
+      card("Queues", queueList(data.queues), h("a", { class: "more", href: "#/queues" }, "All queues →"))),
+    card("Recent events", eventsTable(data.events.slice(0, 15)))));
+}
+
+function stats(data) {
+  const total = data.gpus.length;
+  const used = data.gpus.reduce((a, g) => a + g.usedMilli, 0) / 1000;
+  const ready = data.nodes.filter((n) => n.ready === "True").length;
+  const st = data.jobStates;
+  const count = (...names) => names.reduce((a, n) => a + (st[n] || 0), 0);
+  const tile = (label, value, note, cls) => h("div", { class: ["stat", cls] }, h("div", { class: "stat-value" }, value), h("div", { class: "stat-label" }, label), note ? h("div", { class: "stat-note" }, note) : null);
+  return h("div", { class: "stats" },
+    tile("GPUs allocated", `${fmt(used)} / ${total}`, total ? `${Math.round((100 * used) / total)}% of the cluster` : "no GPUs", "stat-gpu"),
+    tile("Nodes ready", `${ready} / ${data.nodes.length}`, data.nodes.length - ready ? `${data.nodes.length - ready} not ready` : "all ready"),
+    tile("Jobs running", count("Running", "Restarting"), null, "stat-running"),
+    tile("Jobs queued", count("Queued", "Created", "Preempted"), null, "stat-wait"),
+    tile("Jobs failed", count("Failed"), `${count("Succeeded")} succeeded`, count("Failed") ? "stat-bad" : null));
+}
+
+function fmt(n) {
+  return Number.isInteger(n) ? String(n) : n.toFixed(2).replace(/0+$/, "");
+}
+
+function gpuGrid(gpus) {
+  if (!gpus.length) return empty("No GPUs registered. Start the server with --fake-gpus N to try Muster without GPUs.");
+  const byNode = new Map();
+  gpus.forEach((g) => { if (!byNode.has(g.node)) byNode.set(g.node, []); byNode.get(g.node).push(g); });
+  return h("div", { class: "gpu-nodes" }, [...byNode].map(([node, list]) =>
+    h("div", { class: "gpu-node" },
+      h("div", { class: "gpu-node-name" }, h("a", { href: "#/nodes" }, node), h("span", { class: "muted" }, ` ${list[0].model || ""}`)),
+      h("div", { class: "gpu-tiles" }, list.map(gpuTile)))));
+}
+
+export function gpuTile(g) {
+  const unhealthy = g.health !== "Healthy";
+  const holders = g.holders;
+  const title = [`${g.node} GPU ${g.index} · ${g.model} ${g.memory}`, unhealthy ? `health: ${g.health}` : null,
+    ...holders.map((x) => `${x.pod}${x.milli < 1000 ? ` (${x.milli}m)` : ""}`)].filter(Boolean).join("\n");
+  const fills = holders.map((x) => {
+    const key = ownerKey(x.owner, x.pod);
+    return h("div", { class: "gpu-fill", style: { background: jobColor(key), flexGrow: String(x.milli) } });
+  });
+  const free = 1000 - Math.min(1000, g.usedMilli);
+  if (holders.length && free > 0) fills.push(h("div", { class: "gpu-fill gpu-free", style: { flexGrow: String(free) } }));
+  const first = holders[0];
+  const href = first ? ownerHref(first.owner) : null;
+  const label = first ? (first.owner ? first.owner.name : first.pod.split("/")[1]) : unhealthy ? g.health : "free";
+  const tile = h(href ? "a" : "div", {
+    class: ["gpu-tile", holders.length ? "busy" : "idle", unhealthy ? "unhealthy" : null],
+    href, title, "data-gpu": `${g.node}/${g.index}`,
+  },
+  h("div", { class: "gpu-fills" }, fills),
+  h("div", { class: "gpu-text" }, h("span", { class: "gpu-index" }, `GPU ${g.index}`), h("span", { class: "gpu-job" }, holders.length > 1 ? `${label} +${holders.length - 1}` : label)));
+  return tile;
+}
+
+function legend(gpus) {
+  const seen = new Map();
+  gpus.forEach((g) => g.holders.forEach((x) => {
+    const key = ownerKey(x.owner, x.pod);
+    seen.set(key, (seen.get(key) || 0) + x.milli / 1000);
+  }));
+  if (!seen.size) return null;
+  const owners = new Map();
+  gpus.forEach((g) => g.holders.forEach((x) => owners.set(ownerKey(x.owner, x.pod), x.owner)));
+  return h("div", { class: "legend" }, [...seen].sort().map(([key, n]) => {
+    const href = ownerHref(owners.get(key));
+    return h(href ? "a" : "span", { class: "legend-item", href }, swatch(key), key.split("/").pop(), h("span", { class: "muted" }, ` ${fmt(n)}`));
+  }));
+}
+
+function queueList(queues) {
+  if (!queues.length) return empty("No ClusterQueues.");
+  return h("div", { class: "queues" }, queues.map((q) => h("div", { class: "queue" },
+    h("div", { class: "queue-head" },
+      h("strong", {}, q.name), q.cohort ? h("span", { class: "chip" }, `cohort ${q.cohort}`) : null,
+      h("span", { class: "queue-counts" }, badge("Admitted", "admitted Workloads"), ` ${q.admitted}  `, badge("Pending", "pending Workloads"), ` ${q.pending}`)),
+    quotaBars({ ...q, quota: q.quota.filter((r) => amount(r.nominal) > 0 || amount(r.used) > 0) }))));
+}
