@@ -15,7 +15,9 @@ export function jobColor(key) {
   hash ^= hash >>> 16;
   const hue = (hash >>> 0) % 360;
   const band = ((hash >>> 0) >>> 9) % 3;
-  return `hsl(${hue.toFixed(0)} ${[62, 55, 70][band]}% ${[48, 40, 56][band]}%)`;
+  // OKLCH: every hue equally light and vivid (HSL yellows wash out, blues go dark), and dark
+  // enough for the white names drawn on the tiles.
+  return `oklch(${[0.56, 0.5, 0.62][band]} 0.15 ${hue})`;
 }
 
 const PHASE = {
