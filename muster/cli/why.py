@@ -1,14 +1,15 @@
 """``muster why KIND/NAME``: why a job (Workload, pod) is where it is, and what would change it.
 
 The command fetches the object and what surrounds it (its job, Workload and pods, the
-queues, every Workload, the namespace's events, the failing replica's log tail: see
-:mod:`muster.controllers.explain.gather`) and hands them to
-:func:`muster.controllers.explain.explain`, which does the thinking; this module only
-renders.
+queues, every Workload, the namespace's events, the failing replica's log tail) and hands
+them to :func:`muster.controllers.explain.explain`, which does the thinking; this module
+only gathers and renders.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -20,12 +21,12 @@ from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
 from muster.cli.output import Output, print_rows, print_value
 from muster.controllers.explain import Explanation, WhyContext, explain
-from muster.controllers.explain.gather import gather as gather_context
+from muster.controllers.explain.gather import gather as gather_from
 from muster.controllers.usage import fmt_amount
 from muster.sdk.client import Client
-from muster.sdk.errors import ApiError
+from muster.sdk.errors import ApiError, ApiNotFound
 
-__all__ = ["gather", "render", "why"]
+__all__ = ["ClientSource", "gather", "render", "why"]
 
 _STYLES = {
     "Running": "green",
@@ -63,16 +64,32 @@ def why(
             render(explanation)
 
 
-def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
-    """Everything :func:`explain` looks at, around ``obj``, fetched through ``client``."""
+class ClientSource:
+    """:class:`muster.controllers.explain.gather.Source` over the REST client."""
 
-    def log_tail(pod: str, namespace: str, lines: int) -> list[str]:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
         try:
-            return list(client.logs(pod, namespace, tail_lines=lines))
-        except ApiError:  # no log (never started, several containers): no tail
-            return []
+            return self.client.get(kind, name, namespace)
+        except ApiNotFound:
+            return None
 
-    return gather_context(client, obj, log_tail, tail)
+    def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        return self.client.list(kind, namespace, selector)["items"]
+
+    def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
+        with contextlib.suppress(ApiError):  # no log (never started, several containers): no tail
+            return list(self.client.logs(pod, namespace, tail_lines=lines))
+        return []
+
+
+def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
+    """Everything :func:`explain` looks at, around ``obj``, fetched from the server."""
+    return gather_from(ClientSource(client), obj, tail, now=time.time())
 
 
 def render(ex: Explanation, now: datetime | None = None) -> None:

@@ -112,6 +112,8 @@ class PodExecutor:
             self._unwritten[ref.uid] = change
             return
         self.ctx.event(stored, _event(stored, event_reason, new))
+        if new is PodPhase.FAILED:
+            self._count_failure(stored)
         if change.final:
             self._release(ref)
             self._finish_stop(stored)
@@ -261,7 +263,11 @@ class PodExecutor:
         if stored is None:
             return
         self.ctx.event(stored, EventSpec("Warning", "Failed", f"{reason}: {message}"))
+        self._count_failure(stored)
         self._finish_stop(stored)
+
+    def _count_failure(self, pod: Obj) -> None:
+        self.ctx.metrics.pod_failures.labels((pod.get("status") or {}).get("reason") or "Error").inc()
 
     def _finish_stop(self, pod: Obj) -> None:
         """A final pod the stop ended: its status is stored, so the object goes. One that ended

@@ -33,6 +33,8 @@ from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.context import Context, EventRecorder
 from muster.controllers.executor import PodExecutor
 from muster.controllers.gc import collect_garbage
+from muster.controllers.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
+from muster.controllers.metrics import ClusterState
 from muster.controllers.nodes import NodeController
 from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL, is_final
 from muster.controllers.scheduling import SchedulerLoop
@@ -77,6 +79,8 @@ class ManagerConfig:
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     pending_message_seconds: float = 10.0
+    gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
+    gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -111,6 +115,13 @@ class Manager:
             Policy(placement=self.config.placement),
             message_interval=self.config.pending_message_seconds,
         )
+        self.gpus = GpuMonitor(
+            self.runtime,
+            self.config.clock,
+            interval=self.config.gpu_sample_seconds,
+            history_seconds=self.config.gpu_history_seconds,
+        )
+        self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,9 +177,9 @@ class Manager:
     def _wait_time(self) -> float:
         now = self.ctx.now()
         wake = [self._next_resync, now + _IDLE_WAIT]
-        timer = self.ctx.timers.next_time()
-        if timer is not None:
-            wake.append(timer)
+        for timer in (self.ctx.timers.next_time(), self.gpus.next_time()):
+            if timer is not None:
+                wake.append(timer)
         return max(0.0, min(wake) - now)
 
     def run_once(self, changes: Iterable[PodStatusChange] = ()) -> None:
@@ -179,6 +190,8 @@ class Manager:
         changed = ctx.cache.take_changes()
         for key in ctx.timers.due(now):
             changed.setdefault(key, ctx.cache.get(key[0], key[2], key[1] or None))
+        if self.gpus.due(now):
+            self._sample_gpus(now)
         full = now >= self._next_resync
         reports = list(changes)
         if not (changed or reports or full or self.nodes.due()):
@@ -247,6 +260,13 @@ class Manager:
             if kind == "Pod" and (obj is None or is_final(obj) or obj["metadata"].get("deletionTimestamp")):
                 return True
         return False
+
+    def _sample_gpus(self, now: float) -> None:
+        try:
+            self.gpus.sample(now)
+        except Exception:  # a driver hiccup must not stop the pass; the next sample retries
+            self.gpus.errors += 1
+            log.exception("sampling the GPUs failed")
 
     def _node_address(self, node: str) -> str:
         return self.executor.node_addresses.get(node, "127.0.0.1")

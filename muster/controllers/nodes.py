@@ -37,11 +37,12 @@ class NodeController:
         self.runtime = runtime
         self.heartbeat_seconds = heartbeat_seconds
         self._last_beat: dict[str, float] = {}
+        self._names: list[str] = []
         self._warned: set[tuple[str, str]] = set()
 
     def addresses(self) -> dict[str, str]:
         """Node name -> the address its pods reach each other at (processes share the host)."""
-        return {name: LOCAL_ADDRESS for name in self._last_beat}
+        return {name: LOCAL_ADDRESS for name in self._names}
 
     def due(self) -> bool:
         now = self.ctx.now()
@@ -51,7 +52,9 @@ class NodeController:
         """Register or refresh every node of the runtime; sync the default queue's quota."""
         now = self.ctx.now()
         resized = False
-        for info in self.runtime.nodes():
+        infos = self.runtime.nodes()
+        self._names = [info.name for info in infos]
+        for info in infos:
             resized |= self._sync_node(info, now)
         if resized:
             try:

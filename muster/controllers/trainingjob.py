@@ -350,6 +350,8 @@ class _Pass:
                 return
             self.status["restartCount"] = restarts + 1
             self._move(JobPhase.RESTARTING, "Restarting", f"gang restart {restarts + 1}: {what}")
+            replicas = sum(int(r.get("replicas", 1) or 0) for r in self.job["spec"]["replicaSpecs"].values())
+            self.ctx.metrics.pod_restarts.labels(self.ns).inc(replicas)
 
     # -- ends ----------------------------------------------------------------------------------
 

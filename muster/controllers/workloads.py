@@ -53,6 +53,7 @@ class WorkloadController:
             if stored is None:
                 return
             self.ctx.event(stored, event)
+            self.ctx.metrics.evictions.labels(DEACTIVATED).inc()
             wl, state = stored, WorkloadState.EVICTING
         if state is WorkloadState.EVICTING:
             self._evict(wl)

@@ -27,7 +27,7 @@ from muster.server.auth import BearerAuth, TokenSet
 from muster.server.dashboard import install_dashboard
 from muster.server.errors import install_error_handlers
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
-from muster.server.routes import apply, logs, system
+from muster.server.routes import apply, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
 from muster.store import Store
@@ -105,10 +105,12 @@ def create_app(
     app.state.home = home if home is not None else settings().home
     app.state.log_source = None  # muster.server.logs.use_log_source
     app.state.tokens = token_set  # the dashboard's sign-in checks a token against the same set
+    app.state.manager = None  # muster.server.views.use_manager
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(apply.router)
     app.include_router(logs.router)
+    app.include_router(insight.router)
     for info in registry.kinds():
         app.include_router(kind_router(info))
     install_dashboard(app)

@@ -79,9 +79,7 @@ def main() -> int:
                 )
                 aside.replace(checkpoint)
                 record(ckdir, {"event": "checkpoint", "step": step})
-            dist.barrier()
-            dist.destroy_process_group()
-            return 143  # 128 + SIGTERM: "stopped, resume me"
+            return leave(143)  # 128 + SIGTERM: "stopped, resume me"
         if flags[1].item():
             time.sleep(0.05)
             continue
@@ -94,9 +92,16 @@ def main() -> int:
             record(ckdir, {"event": "step", "step": step})
     if rank == 0:
         record(ckdir, {"event": "done", "step": step})
+    return leave(0)
+
+
+def leave(code: int) -> int:
+    """Exit once every rank got here. ``os._exit`` skips the interpreter's teardown, where
+    gloo's threads can still abort the process ("terminate called without an active
+    exception") after a clean finish under load."""
     dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def record(ckdir: Path, entry: dict) -> None:

@@ -38,6 +38,16 @@ class WhyContext:
     workloads: Sequence[Obj] = ()
     events: Sequence[Obj] = ()
     log_tails: Mapping[str, Sequence[str]] = field(default_factory=dict)  # pod name -> last lines
+    now: float | None = None  # epoch seconds, for ages; None: the explanation names no ages
+    # The cluster, for a waiting Workload's per-node breakdown and what-if simulation (empty:
+    # those parts are left out).
+    nodes: Sequence[Obj] = ()
+    all_pods: Sequence[Obj] = ()
+    flavors: Sequence[Obj] = ()
+    topologies: Sequence[Obj] = ()
+    cohorts: Sequence[Obj] = ()
+    priority_classes: Sequence[Obj] = ()
+    jobs: Sequence[Obj] = ()
 
 
 @dataclass

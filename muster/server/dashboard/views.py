@@ -1,6 +1,8 @@
-"""The dashboard's JSON views: one answer per page, computed from the store in-process by
-the same pure functions ``muster top`` and ``muster why`` use (:mod:`muster.controllers.usage`,
-:mod:`muster.controllers.explain`), so the pages show exactly what the CLI says.
+"""The dashboard's JSON views: one answer per page that shows more than one of the insight
+views (``/api/v1``, :mod:`muster.server.routes.insight`), computed from the store in-process by
+the same pure functions (:mod:`muster.controllers.usage`, :mod:`muster.controllers.gpuview`,
+:mod:`muster.controllers.explain`), so the pages show exactly what the CLI says. Pages that
+show one view (nodes and GPU readings) read ``/api/v1`` directly.
 
 Every answer carries ``revision``, the store's revision read *before* the objects were, so a
 page that refetches when :mod:`.changes` reports a later revision never misses a change.
@@ -8,9 +10,8 @@ page that refetches when :mod:`.changes` reports a later revision never misses a
 
 from __future__ import annotations
 
-import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -18,20 +19,19 @@ from starlette.responses import Response
 
 from muster.api.common import GPU
 from muster.controllers.explain import explain, latest_condition
-from muster.controllers.explain.gather import LogTail, gather
-from muster.controllers.pods import JOB_NAME_LABEL, is_final, phase
+from muster.controllers.explain.gather import gather
+from muster.controllers.gpuview import gpu_rows
+from muster.controllers.pods import phase
 from muster.controllers.trainingjob_pods import pod_name
-from muster.controllers.usage import fmt_amount, gpu_usage, node_usage, queue_usage, workload_requests
+from muster.controllers.usage import fmt_amount, node_usage, queue_usage, workload_requests
 from muster.server.encoding import json_response
 from muster.server.errors import ApiError
-from muster.server.logs import LogRequest, log_source, open_log
-from muster.store import NotFound, Store, parse_selector
+from muster.server.views import StoreSource
+from muster.store import Store
 from muster.store.events import refers_to
 
-__all__ = ["WORKFLOW_LABEL", "router"]
+__all__ = ["UI_API", "recent_events", "replica_pods", "router"]
 
-# Set on the pods of workflow tasks by the Workflow controller (muster.controllers.workflow_launch).
-WORKFLOW_LABEL = "muster.dev/workflow"
 UI_API = "/ui/api"
 _RECENT_EVENTS = 40
 _WHY_LOG_LINES = 20
@@ -55,7 +55,7 @@ def overview(request: Request) -> Response:
     return json_response(
         {
             "revision": revision,
-            "gpus": _gpus(nodes, pods),
+            "gpus": [row.to_dict(with_history=False) for row in gpu_rows(nodes, pods)],
             "nodes": [n.to_dict() for n in node_usage(nodes, pods)],
             "queues": [
                 q.to_dict()
@@ -63,21 +63,6 @@ def overview(request: Request) -> Response:
             ],
             "events": recent_events(_items(store, "Event"), _RECENT_EVENTS),
             "jobStates": states,
-        }
-    )
-
-
-@router.get("/nodes")
-def nodes_view(request: Request) -> Response:
-    """Per node its allocation against allocatable, and every GPU with its holders."""
-    store = _store(request)
-    revision = store.revision()
-    nodes, pods = _items(store, "Node"), _items(store, "Pod")
-    return json_response(
-        {
-            "revision": revision,
-            "nodes": [n.to_dict() for n in node_usage(nodes, pods)],
-            "gpus": _gpus(nodes, pods),
         }
     )
 
@@ -135,10 +120,12 @@ def jobs_view(request: Request) -> Response:
 @router.get("/jobs/{namespace}/{name}")
 def job_view(request: Request, namespace: str, name: str) -> Response:
     """A job with its explanation (``muster why``), pods, replicas, and every event about it."""
-    store = _store(request)
-    revision = store.revision()
-    job = store.get("TrainingJob", name, namespace)
-    ctx = gather(_StoreReader(store), job, _log_tail(request), _WHY_LOG_LINES)
+    source = StoreSource(request.app)
+    revision = source.store.revision()
+    job = source.get("TrainingJob", name, namespace)
+    if job is None:
+        raise ApiError(404, f"TrainingJob {namespace}/{name} not found")
+    ctx = gather(source, job, _WHY_LOG_LINES, now=time.time())
     replicas = replica_pods(job, ctx.pods)
     about: list[Obj] = [job, *ctx.pods]
     if ctx.workload is not None:
@@ -244,75 +231,11 @@ def _replica(name: str, replica: str, pod: Obj | None) -> dict[str, Any]:
     }
 
 
-def _gpus(nodes: Sequence[Obj], pods: Sequence[Obj]) -> list[dict[str, Any]]:
-    """:func:`gpu_usage` with, for each holder, the job or workflow it belongs to (the overview
-    colours a GPU by its job, not by the pod)."""
-    owners = {_ref(p): _owner(p) for p in pods if not is_final(p)}
-    out = []
-    for gpu in gpu_usage(nodes, pods):
-        row = gpu.to_dict()
-        for holder in row["holders"]:
-            holder["owner"] = owners.get(holder["pod"])
-        row["used"] = fmt_amount(GPU, Fraction(gpu.used_milli, 1000))
-        out.append(row)
-    return out
-
-
-def _owner(pod: Obj) -> dict[str, str]:
-    meta = pod["metadata"]
-    labels = meta.get("labels") or {}
-    ns = meta.get("namespace") or "default"
-    if labels.get(JOB_NAME_LABEL):
-        return {"kind": "TrainingJob", "namespace": ns, "name": labels[JOB_NAME_LABEL]}
-    if labels.get(WORKFLOW_LABEL):
-        return {"kind": "Workflow", "namespace": ns, "name": labels[WORKFLOW_LABEL]}
-    return {"kind": "Pod", "namespace": ns, "name": meta["name"]}
-
-
 def _workload_name(job: Obj) -> str:
     return (job.get("status") or {}).get("workload") or job["metadata"]["name"]
 
 
-def _ref(obj: Obj) -> str:
-    return f"{obj['metadata'].get('namespace') or 'default'}/{obj['metadata']['name']}"
-
-
 # -- reading -----------------------------------------------------------------------------------
-
-
-class _StoreReader:
-    """The store, read the way :func:`gather` reads a server (lists as ``{"items": [...]}``)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-        return self.store.get(kind, name, namespace)
-
-    def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> dict[str, Any]:
-        return {"items": self.store.list(kind, namespace, parse_selector(selector)).items}
-
-
-def _log_tail(request: Request) -> LogTail:
-    store = _store(request)
-
-    def tail(pod: str, namespace: str, lines: int) -> list[str]:
-        cancel = threading.Event()
-        try:
-            return list(
-                open_log(
-                    log_source(request.app),
-                    store,
-                    LogRequest(namespace, pod, None, False, False, lines),
-                    cancel,
-                )
-            )
-        except (ApiError, NotFound):  # no log (never started, several containers): no tail
-            return []
-        finally:
-            cancel.set()
-
-    return tail
 
 
 def _store(request: Request) -> Store:

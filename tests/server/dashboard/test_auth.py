@@ -50,7 +50,7 @@ def test_the_sign_in_page_and_static_files_need_no_token_and_hold_no_data(browse
 
 
 @pytest.mark.parametrize(
-    "path", ["/ui/api/overview", "/ui/api/jobs", "/ui/api/changes", "/ui/api/nodes", JOBS]
+    "path", ["/ui/api/overview", "/ui/api/jobs", "/ui/api/changes", "/api/v1/gpus", JOBS]
 )
 def test_data_needs_the_token(browser: TestClient, path: str):
     resp = browser.get(path)

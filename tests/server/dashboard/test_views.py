@@ -64,11 +64,11 @@ def test_overview_colours_gpus_by_owner_and_counts_jobs(api: TestClient, busy: S
     data = api.get("/ui/api/overview").json()
     assert data["revision"] == busy.revision()
     gpus = {g["index"]: g for g in data["gpus"]}
-    assert [h["owner"] for h in gpus[0]["holders"]] == [
-        {"kind": "TrainingJob", "namespace": "default", "name": "train"}
+    assert [(h["pod"], h["job"], h["workflow"]) for h in gpus[0]["holders"]] == [
+        ("train-master-0", "train", None)
     ]
-    assert gpus[2]["holders"][0]["owner"] == {"kind": "Workflow", "namespace": "default", "name": "etl"}
-    assert gpus[2]["usedMilli"] == 250 and gpus[2]["used"] == "0.25"
+    assert gpus[2]["holders"][0] | {"job": None, "workflow": "etl", "milli": 250} == gpus[2]["holders"][0]
+    assert gpus[2]["allocatedMilli"] == 250 and "history" not in gpus[2]
     assert gpus[3]["health"] == "Unhealthy" and gpus[3]["holders"] == []
     (team,) = data["queues"]
     assert (team["name"], team["cohort"], team["admitted"], team["pending"]) == ("team", "org", 1, 1)
@@ -110,16 +110,13 @@ def test_a_missing_job_is_404(api: TestClient, busy: Store):
     assert resp.status_code == 404 and resp.json()["error"]["reason"] == "NotFound"
 
 
-def test_nodes_and_queues_views(api: TestClient, busy: Store):
-    nodes = api.get("/ui/api/nodes").json()
-    (node,) = nodes["nodes"]
-    assert node["resources"]["nvidia.com/gpu"] == {"used": "2.25", "total": "3", "percent": 75}
-    assert len(nodes["gpus"]) == 4
+def test_queues_view_adds_policies_and_local_queues(api: TestClient, busy: Store):
     queues = api.get("/ui/api/queues").json()
     (team,) = queues["clusterQueues"]
     assert team["strategy"] == "BestEffortFIFO" and team["preemption"] == {
         "withinClusterQueue": "LowerPriority"
     }
+    assert team["quota"] == api.get("/api/v1/queues/usage").json()["clusterQueues"][0]["quota"]
     assert queues["localQueues"] == [
         {"namespace": "default", "name": "team", "clusterQueue": "team", "stopPolicy": None}
     ]

@@ -25,16 +25,16 @@ export function workflowHref(namespace, name) {
   return `#/workflows/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
 }
 
-/** A link to what a GPU holder belongs to, or to nothing we have a page for. */
-export function ownerHref(owner) {
-  if (!owner) return null;
-  if (owner.kind === "TrainingJob") return jobHref(owner.namespace, owner.name);
-  if (owner.kind === "Workflow") return workflowHref(owner.namespace, owner.name);
-  return null;
-}
-
-export function ownerKey(owner, pod) {
-  return owner ? `${owner.namespace}/${owner.name}` : pod;
+/**
+ * What a GPU holder (a row of GET /api/v1/gpus: namespace, pod, job, workflow, milli) belongs
+ * to: its job, else its workflow, else the pod itself. `key` picks the colour, so a job's GPUs
+ * share one; `href` is its page, when there is one.
+ */
+export function holderOwner(holder) {
+  const { namespace } = holder;
+  if (holder.job) return { name: holder.job, key: `${namespace}/${holder.job}`, href: jobHref(namespace, holder.job) };
+  if (holder.workflow) return { name: holder.workflow, key: `${namespace}/${holder.workflow}`, href: workflowHref(namespace, holder.workflow) };
+  return { name: holder.pod, key: `${namespace}/${holder.pod}`, href: null };
 }
 
 export function swatch(key) {
@@ -84,8 +84,9 @@ export function loadFailure(err, what, namespace, name, back) {
 }
 
 /**
- * The usual page frame: fetch `url` now and whenever one of `kinds` changes, render the
- * answer with render(data); a failed fetch shows why (and the next change tries again).
+ * The usual page frame: fetch `url` (or call `url(signal)`, which returns the data) now and
+ * whenever one of `kinds` changes, render the answer with render(data, element); a failed
+ * fetch shows why (and the next change tries again).
  */
 export function livePage(root, kinds, url, render) {
   const body = h("div", { class: "page" }, h("p", { class: "loading" }, "Loading…"));
@@ -93,7 +94,7 @@ export function livePage(root, kinds, url, render) {
   const controller = new AbortController();
   const stop = follow(kinds, async () => {
     try {
-      const data = await getJSON(typeof url === "function" ? url() : url, controller.signal);
+      const data = await (typeof url === "function" ? url(controller.signal) : getJSON(url, controller.signal));
       render(data, body);
     } catch (err) {
       if (controller.signal.aborted) return;

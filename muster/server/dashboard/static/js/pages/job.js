@@ -27,8 +27,9 @@ export default function job(root, [namespace, name]) {
     if (!built) {
       built = true;
       put(page, sections.head, sections.why,
-        h("div", { class: "grid-2" }, card("Replicas", sections.replicas), card("Conditions", sections.conditions)),
+        card("Replicas", sections.replicas),
         card("Logs", logs.el, tabs),
+        card("Conditions", sections.conditions),
         sections.preemptions,
         card("Events", sections.events));
     }
@@ -92,6 +93,8 @@ function whyCard(why) {
   }
   const requests = Object.entries(why.requests || {});
   if (requests.length) facts.push(["Requests", requests.map(([r, v]) => `${r} ${v}`).join(", ")]);
+  if (why.fitsWhen && why.fitsWhen.message) facts.push(["Fits when", why.fitsWhen.message]);
+  if (why.fragmentation && why.fragmentation.message) facts.push(["Fragmentation", why.fragmentation.message]);
   const body = [
     h("p", { class: "why-summary" }, why.summary),
     facts.length ? h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])) : null,
@@ -102,6 +105,14 @@ function whyCard(why) {
       { label: "Used", cell: (r) => r.used, class: "num" }, { label: "Nominal", cell: (r) => r.nominal, class: "num" },
       { label: "Borrowed", cell: (r) => r.borrowed, class: "num" }, { label: "Borrowing limit", cell: (r) => r.borrowingLimit ?? "—", class: "num" },
     ], why.quota, { class: "compact" }));
+  }
+  if (why.nodes && why.nodes.length) {
+    body.push(h("h3", {}, "Nodes"), table([
+      { label: "Node", cell: (n) => h("strong", {}, n.node) },
+      { label: "Fits", cell: (n) => (n.fits ? h("span", { class: "cond-True" }, "yes") : h("span", { class: "muted" }, "no")) },
+      { label: "Reason", cell: (n) => n.reason || "" },
+      { label: "Detail", cell: (n) => h("span", { class: "message" }, n.message || "") },
+    ], why.nodes, { class: "compact" }));
   }
   if (why.failure) {
     const f = why.failure;
@@ -131,9 +142,10 @@ function conditionsTable(job) {
 function replicasTable(replicas) {
   if (!replicas.length) return empty("No replicas.");
   return table([
-    { label: "Replica", cell: (r) => h("strong", {}, r.replica) },
-    { label: "Pod", cell: (r) => h("code", {}, r.pod) },
-    { label: "Phase", cell: (r) => (r.exists ? badge(r.phase, r.reason || null) : h("span", { class: "muted" }, "no pod")) },
+    { label: "Replica", cell: (r) => h("strong", {}, r.replica), class: "nowrap" },
+    { label: "Pod", cell: (r) => h("code", {}, r.pod), class: "nowrap" },
+    { label: "Phase", cell: (r) => (r.exists ? badge(r.phase, r.reason || null) : h("span", { class: "muted" }, "no pod")), class: "nowrap" },
+    { label: "Reason", cell: (r) => r.reason || "" },
     { label: "Node", cell: (r) => r.node || "" },
     { label: "GPUs", cell: (r) => r.gpus.join(", ") + (r.gpuMilli ? ` (${r.gpuMilli}m)` : "") },
     { label: "Ran", cell: (r) => (r.started ? between(r.started, r.finished) : ""), class: "nowrap" },
@@ -141,12 +153,17 @@ function replicasTable(replicas) {
 }
 
 function preemptionsTable(rows) {
-  return table([
+  const cols = [
     { label: "When", cell: (p) => when(p.time), class: "nowrap" },
     { label: "By", cell: (p) => preemptor(p.preemptor) },
     { label: "Reason", cell: (p) => h("strong", {}, p.reason || "") },
     { label: "Message", cell: (p) => h("span", { class: "message" }, p.message || "") },
-  ], rows, { class: "compact" });
+  ];
+  if (rows.some((p) => "resumedAt" in p)) {
+    cols.push({ label: "Resumed", cell: (p) => (p.resumedAt ? when(p.resumedAt) : h("span", { class: "muted" }, "not yet")), class: "nowrap" });
+    cols.push({ label: "Checkpoint", cell: (p) => (p.checkpointFound ? (p.checkpoint || "found") : h("span", { class: "muted" }, "none found")) });
+  }
+  return table(cols, rows, { class: "compact" });
 }
 
 function preemptor(ref) {

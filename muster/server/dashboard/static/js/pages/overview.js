@@ -3,7 +3,7 @@
 
 import { h, put, card, empty } from "../dom.js";
 import { jobColor } from "../colors.js";
-import { pageHead, eventsTable, quotaBars, ownerHref, ownerKey, swatch, badge } from "./common.js";
+import { pageHead, eventsTable, quotaBars, holderOwner, swatch, badge } from "./common.js";
 import { livePage } from "./common.js";
 import { amount } from "../charts.js";
 
@@ -21,7 +21,7 @@ export default function overview(root) {
 
 function stats(data) {
   const total = data.gpus.length;
-  const used = data.gpus.reduce((a, g) => a + g.usedMilli, 0) / 1000;
+  const used = data.gpus.reduce((a, g) => a + g.allocatedMilli, 0) / 1000;
   const ready = data.nodes.filter((n) => n.ready === "True").length;
   const st = data.jobStates;
   const count = (...names) => names.reduce((a, n) => a + (st[n] || 0), 0);
@@ -51,17 +51,14 @@ function gpuGrid(gpus) {
 export function gpuTile(g) {
   const unhealthy = g.health !== "Healthy";
   const holders = g.holders;
-  const title = [`${g.node} GPU ${g.index} · ${g.model} ${g.memory}`, unhealthy ? `health: ${g.health}` : null,
-    ...holders.map((x) => `${x.pod}${x.milli < 1000 ? ` (${x.milli}m)` : ""}`)].filter(Boolean).join("\n");
-  const fills = holders.map((x) => {
-    const key = ownerKey(x.owner, x.pod);
-    return h("div", { class: "gpu-fill", style: { background: jobColor(key), flexGrow: String(x.milli) } });
-  });
-  const free = 1000 - Math.min(1000, g.usedMilli);
+  const title = [`${g.node} GPU ${g.index} · ${g.model} ${g.memory}`, unhealthy ? `health: ${g.health}${g.healthReason ? ` (${g.healthReason})` : ""}` : null,
+    ...holders.map((x) => `${x.namespace}/${x.pod}${x.milli < 1000 ? ` (${x.milli}m)` : ""}`)].filter(Boolean).join("\n");
+  const fills = holders.map((x) => h("div", { class: "gpu-fill", style: { background: jobColor(holderOwner(x).key), flexGrow: String(x.milli) } }));
+  const free = 1000 - g.allocatedMilli;
   if (holders.length && free > 0) fills.push(h("div", { class: "gpu-fill gpu-free", style: { flexGrow: String(free) } }));
-  const first = holders[0];
-  const href = first ? ownerHref(first.owner) : null;
-  const label = first ? (first.owner ? first.owner.name : first.pod.split("/")[1]) : unhealthy ? g.health : "free";
+  const first = holders.length ? holderOwner(holders[0]) : null;
+  const href = first ? first.href : null;
+  const label = first ? first.name : unhealthy ? g.health : "free";
   const tile = h(href ? "a" : "div", {
     class: ["gpu-tile", holders.length ? "busy" : "idle", unhealthy ? "unhealthy" : null],
     href, title, "data-gpu": `${g.node}/${g.index}`,
@@ -72,18 +69,16 @@ export function gpuTile(g) {
 }
 
 function legend(gpus) {
-  const seen = new Map();
+  const owners = new Map(); // key -> {owner, gpus}
   gpus.forEach((g) => g.holders.forEach((x) => {
-    const key = ownerKey(x.owner, x.pod);
-    seen.set(key, (seen.get(key) || 0) + x.milli / 1000);
+    const owner = holderOwner(x);
+    const seen = owners.get(owner.key) || { owner, gpus: 0 };
+    seen.gpus += x.milli / 1000;
+    owners.set(owner.key, seen);
   }));
-  if (!seen.size) return null;
-  const owners = new Map();
-  gpus.forEach((g) => g.holders.forEach((x) => owners.set(ownerKey(x.owner, x.pod), x.owner)));
-  return h("div", { class: "legend" }, [...seen].sort().map(([key, n]) => {
-    const href = ownerHref(owners.get(key));
-    return h(href ? "a" : "span", { class: "legend-item", href }, swatch(key), key.split("/").pop(), h("span", { class: "muted" }, ` ${fmt(n)}`));
-  }));
+  if (!owners.size) return null;
+  return h("div", { class: "legend" }, [...owners.values()].sort((a, b) => a.owner.key.localeCompare(b.owner.key)).map(({ owner, gpus: n }) =>
+    h(owner.href ? "a" : "span", { class: "legend-item", href: owner.href, title: owner.key }, swatch(owner.key), owner.name, h("span", { class: "muted" }, ` ${fmt(n)}`))));
 }
 
 function queueList(queues) {
