@@ -18,12 +18,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from muster.api.common import GPU
+from muster.controllers.conditions import condition
 from muster.controllers.explain import explain, latest_condition
 from muster.controllers.explain.gather import gather
 from muster.controllers.gpuview import gpu_rows
 from muster.controllers.pods import phase
 from muster.controllers.trainingjob_pods import pod_name
-from muster.controllers.usage import fmt_amount, node_usage, queue_usage, workload_requests
+from muster.controllers.usage import fmt_amount, queue_usage, workload_requests
 from muster.server.encoding import json_response
 from muster.server.errors import ApiError
 from muster.server.views import StoreSource
@@ -43,7 +44,8 @@ Obj = Mapping[str, Any]
 
 @router.get("/overview")
 def overview(request: Request) -> Response:
-    """Every GPU with who holds it, quota usage per ClusterQueue, recent events, job counts."""
+    """Every GPU with who holds it, quota usage per ClusterQueue, recent events, how many nodes
+    are ready, jobs per state."""
     store = _store(request)
     revision = store.revision()
     nodes, pods = _items(store, "Node"), _items(store, "Pod")
@@ -56,7 +58,10 @@ def overview(request: Request) -> Response:
         {
             "revision": revision,
             "gpus": [row.to_dict(with_history=False) for row in gpu_rows(nodes, pods)],
-            "nodes": [n.to_dict() for n in node_usage(nodes, pods)],
+            "nodes": {
+                "total": len(nodes),
+                "ready": sum(1 for n in nodes if (condition(n, "Ready") or {}).get("status") == "True"),
+            },
             "queues": [
                 q.to_dict()
                 for q in queue_usage(_items(store, "ClusterQueue"), _items(store, "LocalQueue"), workloads)

@@ -74,6 +74,7 @@ def test_overview_colours_gpus_by_owner_and_counts_jobs(api: TestClient, busy: S
     assert (team["name"], team["cohort"], team["admitted"], team["pending"]) == ("team", "org", 1, 1)
     assert team["quota"][0] | {"used": "2", "nominal": "3"} == team["quota"][0]
     assert data["jobStates"] == {"Running": 1, "Queued": 1}
+    assert data["nodes"] == {"total": 1, "ready": 1}
     assert [e["reason"] for e in data["events"]] == ["Queued", "Running", "Preempted"]  # newest first
 
 

@@ -34,6 +34,8 @@ function route() {
     const m = pattern.exec(path);
     if (!m) continue;
     document.querySelectorAll(".nav-link").forEach((a) => a.classList.toggle("active", a.dataset.section === section));
+    const named = m.slice(1).map(decodeURIComponent).reverse().join(" · ");
+    document.title = `${named || document.querySelector(`.nav-link[data-section="${section}"]`).textContent} · Muster`;
     put(main);
     main.scrollTop = 0;
     dispose = page(main, m.slice(1), query);

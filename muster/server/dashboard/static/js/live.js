@@ -21,18 +21,24 @@ export function follow(kinds, fn) {
   return () => { listeners.delete(listener); listener.run.stop(); };
 }
 
+const SETTLE_MS = 150;
+
 function coalesced(fn) {
-  let running = false, again = false, stopped = false, timer = null;
+  let running = false, again = false, stopped = false, timer = null, pause = SETTLE_MS;
   const run = async () => {
     if (stopped) return;
     if (running) { again = true; return; }
     running = true;
+    const started = performance.now();
     try { await fn(); } catch (err) { if (!stopped) console.warn("refresh failed:", err); }
+    // On a busy cluster a view takes a while to compute and changes never stop: wait twice as
+    // long as the last fetch took, so one tab keeps the server busy a third of the time at most.
+    pause = Math.max(SETTLE_MS, 2 * (performance.now() - started));
     running = false;
     if (again && !stopped) { again = false; schedule(); }
   };
   // A burst of notices (a job starting writes a dozen objects) becomes one refetch.
-  const schedule = () => { if (!timer) timer = setTimeout(() => { timer = null; run(); }, 150); };
+  const schedule = () => { if (!timer) timer = setTimeout(() => { timer = null; run(); }, pause); };
   run.schedule = schedule;
   run.stop = () => { stopped = true; clearTimeout(timer); };
   return run;

@@ -22,13 +22,13 @@ export default function overview(root) {
 function stats(data) {
   const total = data.gpus.length;
   const used = data.gpus.reduce((a, g) => a + g.allocatedMilli, 0) / 1000;
-  const ready = data.nodes.filter((n) => n.ready === "True").length;
+  const { ready, total: nodes } = data.nodes;
   const st = data.jobStates;
   const count = (...names) => names.reduce((a, n) => a + (st[n] || 0), 0);
   const tile = (label, value, note, cls) => h("div", { class: ["stat", cls] }, h("div", { class: "stat-value" }, value), h("div", { class: "stat-label" }, label), note ? h("div", { class: "stat-note" }, note) : null);
   return h("div", { class: "stats" },
     tile("GPUs allocated", `${fmt(used)} / ${total}`, total ? `${Math.round((100 * used) / total)}% of the cluster` : "no GPUs", "stat-gpu"),
-    tile("Nodes ready", `${ready} / ${data.nodes.length}`, data.nodes.length - ready ? `${data.nodes.length - ready} not ready` : "all ready"),
+    tile("Nodes ready", `${ready} / ${nodes}`, nodes - ready ? `${nodes - ready} not ready` : "all ready"),
     tile("Jobs running", count("Running", "Restarting"), null, "stat-running"),
     tile("Jobs queued", count("Queued", "Created", "Preempted"), null, "stat-wait"),
     tile("Jobs failed", count("Failed"), `${count("Succeeded")} succeeded`, count("Failed") ? "stat-bad" : null));
