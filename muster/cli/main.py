@@ -10,6 +10,7 @@ from muster.cli import (  # noqa: F401
     describe,
     get,
     logs,
+    node,
     sched,
     suspend,
     top,

@@ -27,7 +27,7 @@ from typing import Any
 from muster.controllers.context import Context
 from muster.controllers.launch import device_binding, pod_launch, pod_ref
 from muster.controllers.lifecycle import POD_TRANSITIONS, EventSpec, IllegalTransition, PodPhase, check
-from muster.controllers.pods import ended_by_stop, is_final, phase, stop_reason, stop_requested
+from muster.controllers.pods import ended_by_stop, is_final, phase, stop_grace, stop_reason, stop_requested
 from muster.runtime.base import (
     STOP_REASONS,
     LaunchError,
@@ -230,10 +230,7 @@ class PodExecutor:
         if ref.uid in self._tracked:
             if ref.uid not in self._stopping:
                 asked = stop_reason(pod) or "Stopped"
-                grace = pod["spec"].get("terminationGracePeriodSeconds")
-                self._stop(
-                    ref, None if grace is None else float(grace), _RUNTIME_STOP.get(asked, StopReason.STOPPED)
-                )
+                self._stop(ref, stop_grace(pod), _RUNTIME_STOP.get(asked, StopReason.STOPPED))
                 self.ctx.event(
                     pod,
                     EventSpec(

@@ -29,6 +29,7 @@ from typing import Any
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.controllers.conditions import condition, epoch, iso
 from muster.controllers.context import Context
+from muster.controllers.health import EVICTION_REASONS
 from muster.controllers.lifecycle import (
     EventSpec,
     JobPhase,
@@ -141,9 +142,14 @@ class _Pass:
         state = workload_state(wl)
         evicted = condition(wl, "Evicted") or {}
         preempted = evicted.get("status") == "True" and evicted.get("reason") == "Preempted"
+        moved = evicted.get("status") == "True" and evicted.get("reason") in EVICTION_REASONS
         if state is WorkloadState.EVICTING and preempted:
             self._preempted(wl, evicted)
+        elif state is WorkloadState.EVICTING and moved:
+            self._moved_off(evicted)
         elif state is WorkloadState.PENDING:
+            if moved:
+                self._moved_off(evicted)
             self._queued(wl, preempted)
         elif state is WorkloadState.ADMITTED:
             self._admitted(wl)
@@ -216,6 +222,14 @@ class _Pass:
         if wstatus.get("preemptedBy"):
             record["preemptor"] = wstatus["preemptedBy"]
         self.status.setdefault("preemptions", []).append(record)
+
+    def _moved_off(self, evicted: Obj) -> None:
+        """Its GPU or node failed, or its node is drained: requeued to run elsewhere. Not the
+        job's fault, so nothing counts against backoffLimit."""
+        reason, message = evicted.get("reason") or "Evicted", evicted.get("message") or ""
+        if job_phase(self.job) in (JobPhase.RUNNING, JobPhase.RESTARTING):
+            self._move(JobPhase.QUEUED, reason, message)
+            self.events[-1] = EventSpec("Warning", reason, message)
 
     def _queued(self, wl: Obj, preempted: bool) -> None:
         current = job_phase(self.job)
