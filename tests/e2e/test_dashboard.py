@@ -22,7 +22,7 @@ from muster.testing import cluster as c
 from muster.testing import skip_or_fail, wait_for
 from muster.testing.server import serve
 from muster.testing.up import MusterUp
-from tests.e2e.jobs import PYTHON, clean_up, job_doc, wait_condition
+from tests.e2e.jobs import PYTHON, clean_up, cluster, job_doc, wait_condition
 
 pytestmark = pytest.mark.slow
 
@@ -177,6 +177,30 @@ def test_a_job_submitted_through_the_api_appears_and_its_log_streams(tab: Page, 
     ARTIFACTS.mkdir(exist_ok=True)
     tab.page.screenshot(path=str(ARTIFACTS / "dashboard-overview.png"), full_page=True)
     assert tab.errors == []
+
+
+def test_gpu_faults_and_readings_reach_the_pages_live(browser: Any, muster_home: Path):
+    with cluster(muster_home, gpus=2) as (up, client):
+        tab = Page(browser, up.url, up.token)
+        try:
+            node = client.list("Node")["items"][0]["metadata"]["name"]
+            tile = tab.page.locator(f".gpu-tile[data-gpu='{node}/1']")
+            tab.open("/", f".gpu-tile[data-gpu='{node}/1']:not(.unhealthy)")
+            client.inject_fault(node, {"gpu": 1, "xid": 79})
+            # The Node's status changes; the overview redraws the tile hatched red, and says why.
+            tab.page.wait_for_selector(f".gpu-tile.unhealthy[data-gpu='{node}/1']")
+            assert "XID 79" in (tile.get_attribute("title") or "")
+
+            client.inject_fault(node, {"gpu": 0, "utilization": 0.8})
+            tab.open("/nodes", "table.gpus")
+            row = tab.page.locator("table.gpus tbody tr").first
+            wait_for(lambda: "80%" in row.inner_text(), timeout=30, what="GPU 0's reading of 80%")
+            assert (
+                tab.page.locator("table.gpus tbody tr").nth(1).locator(".badge").inner_text() == "Unhealthy"
+            )
+            assert tab.errors == []
+        finally:
+            tab.close()
 
 
 def test_a_wrong_token_is_refused_on_the_sign_in_page(browser: Any, up: MusterUp):
