@@ -203,16 +203,25 @@ def test_gpu_faults_and_readings_reach_the_pages_live(browser: Any, muster_home:
             tab.close()
 
 
-def test_a_wrong_token_is_refused_on_the_sign_in_page(browser: Any, up: MusterUp):
+def test_sign_in_refuses_a_wrong_token_and_returns_to_the_page_asked_for(browser: Any, up: MusterUp):
     context = browser.new_context()
     try:
         page = context.new_page()
-        page.goto(f"{up.url}/login")
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(f"{up.url}/#/queues")
+        assert page.url == f"{up.url}/login#/queues"  # the redirect keeps the page asked for
         page.fill("#token", "not-the-token")
         page.click("button[type=submit]")
-        page.wait_for_selector("#error:not([hidden])", timeout=TIMEOUT_MS)
+        page.wait_for_selector("#error:not([hidden])")
         assert "not valid" in page.inner_text("#error")
-        assert page.url == f"{up.url}/login"
+        page.fill("#token", up.token)
+        page.click("button[type=submit]")
+        page.wait_for_selector(".quota-row")
+        assert page.url == f"{up.url}/#/queues"
+        page.click("#logout")
+        page.wait_for_url(f"{up.url}/login")
+        page.goto(f"{up.url}/")
+        assert page.url == f"{up.url}/login"  # signed out: the cookie is gone
     finally:
         context.close()
 
