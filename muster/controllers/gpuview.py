@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from muster.controllers.gpumonitor import GpuReading, History
-from muster.controllers.pods import JOB_NAME_LABEL, is_final
+from muster.controllers.pods import JOB_NAME_LABEL, WORKFLOW_LABEL, is_final
 from muster.controllers.usage import pod_gpu_milli
 
 __all__ = ["GpuHolding", "GpuRow", "gpu_rows"]
@@ -25,6 +25,7 @@ class GpuHolding:
     namespace: str
     pod: str
     job: str | None
+    workflow: str | None  # the Workflow of a task's pod (a TrainingJob task's pods have both)
     milli: int
     since: str | None  # when the pod started running (status.startTime), None until it runs
     phase: str
@@ -34,6 +35,7 @@ class GpuHolding:
             "namespace": self.namespace,
             "pod": self.pod,
             "job": self.job,
+            "workflow": self.workflow,
             "milli": self.milli,
             "since": self.since,
             "phase": self.phase,
@@ -93,6 +95,7 @@ def gpu_rows(nodes: Iterable[Obj], pods: Iterable[Obj], history: History | None 
             namespace=meta.get("namespace") or "default",
             pod=meta["name"],
             job=(meta.get("labels") or {}).get(JOB_NAME_LABEL),
+            workflow=(meta.get("labels") or {}).get(WORKFLOW_LABEL),
             milli=pod_gpu_milli(pod, devices_of.get(node, [])),
             since=status.get("startTime") if status.get("phase") == "Running" else None,
             phase=status.get("phase") or "Pending",

@@ -24,6 +24,7 @@ __all__ = [
     "REPLICA_TYPE_LABEL",
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
+    "WORKFLOW_LABEL",
     "WORKLOAD_LABEL",
     "StopReasons",
     "describe_failure",
@@ -42,6 +43,8 @@ JOB_NAME_LABEL = "muster.dev/job-name"
 REPLICA_TYPE_LABEL = "muster.dev/replica-type"
 REPLICA_INDEX_LABEL = "muster.dev/replica-index"
 WORKLOAD_LABEL = "muster.dev/workload"
+# The Workflow a task's pods belong to (the Workflow controller sets it on every task attempt).
+WORKFLOW_LABEL = "muster.dev/workflow"
 # Which run of the job a pod belongs to: "<Workload requeue count>-<job restart count>". Pods of
 # an earlier run are stale: stopped and deleted before the next run's pods are created.
 ATTEMPT_LABEL = "muster.dev/attempt"
