@@ -125,7 +125,7 @@ def jobs_view(request: Request) -> Response:
 @router.get("/jobs/{namespace}/{name}")
 def job_view(request: Request, namespace: str, name: str) -> Response:
     """A job with its explanation (``muster why``), pods, replicas, and every event about it."""
-    source = StoreSource(request.app)
+    source = StoreSource(_store(request), request.app)
     revision = source.store.revision()
     job = source.get("TrainingJob", name, namespace)
     if job is None:
