@@ -58,6 +58,7 @@ def pod_launch(pod: Obj, host_ip: str, *, native: bool = False) -> PodLaunch:
         volumes=tuple(_volume(v) for v in spec.get("volumes") or ()),
         termination_grace_seconds=_DEFAULT_GRACE if grace is None else float(grace),
         labels=dict(pod["metadata"].get("labels") or {}),
+        node=spec.get("nodeName") or "",
         spec=copy.deepcopy(spec),
         annotations=dict(pod["metadata"].get("annotations") or {}),
     )

@@ -58,6 +58,8 @@ class NodeController:
         resized = False
         infos = self.runtime.nodes()
         self._addresses = {info.name: info.address for info in infos}
+        for gone in set(self._last_beat) - set(self._addresses):
+            del self._last_beat[gone]  # no longer offered: the health controller judges it
         for info in infos:
             resized |= self._sync_node(info, now)
         if isinstance(self.runtime, SupportsNodeWatch):

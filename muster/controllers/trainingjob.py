@@ -25,11 +25,13 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.controllers.conditions import condition, epoch, iso
 from muster.controllers.context import Context
+from muster.controllers.health import EVICTION_REASONS
 from muster.controllers.lifecycle import (
     EventSpec,
     JobPhase,
@@ -60,6 +62,7 @@ from muster.controllers.trainingjob_pods import (
     GangShape,
     build_pod,
     checkpoint_dir,
+    latest_checkpoint,
     pick_port,
     pod_name,
     port_free,
@@ -145,9 +148,14 @@ class _Pass:
         state = workload_state(wl)
         evicted = condition(wl, "Evicted") or {}
         preempted = evicted.get("status") == "True" and evicted.get("reason") == "Preempted"
+        moved = evicted.get("status") == "True" and evicted.get("reason") in EVICTION_REASONS
         if state is WorkloadState.EVICTING and preempted:
             self._preempted(wl, evicted)
+        elif state is WorkloadState.EVICTING and moved:
+            self._moved_off(evicted)
         elif state is WorkloadState.PENDING:
+            if moved:
+                self._moved_off(evicted)
             self._queued(wl, preempted)
         elif state is WorkloadState.ADMITTED:
             self._admitted(wl)
@@ -214,6 +222,14 @@ class _Pass:
         if wstatus.get("preemptedBy"):
             record["preemptor"] = wstatus["preemptedBy"]
         self.status.setdefault("preemptions", []).append(record)
+
+    def _moved_off(self, evicted: Obj) -> None:
+        """Its GPU or node failed, or its node is drained: requeued to run elsewhere. Not the
+        job's fault, so nothing counts against backoffLimit."""
+        reason, message = evicted.get("reason") or "Evicted", evicted.get("message") or ""
+        if job_phase(self.job) in (JobPhase.RUNNING, JobPhase.RESTARTING):
+            self._move(JobPhase.QUEUED, reason, message)
+            self.events[-1] = EventSpec("Warning", reason, message)
 
     def _queued(self, wl: Obj, preempted: bool) -> None:
         current = job_phase(self.job)
@@ -305,11 +321,38 @@ class _Pass:
         shape = GangShape(masters, len(expected) - masters, addr, port)
         checkpoints = checkpoint_dir(self.ctx.home, self.job)
         checkpoints.mkdir(parents=True, exist_ok=True)
+        if len(missing) == len(expected):
+            self._note_resume(checkpoints)
         restarts = int(self.status.get("restartCount") or 0)
         for name, rtype, index, placement in missing:
             env = training_env(self.job, shape, rtype, index, restarts, checkpoints)
             if self.ctx.create(build_pod(self.job, rtype, index, placement, attempt, env)) is None:
                 log.info("pod %s/%s exists already; looking again next pass", self.ns, name)
+
+    def _note_resume(self, checkpoints: Path) -> None:
+        """The first run after a preemption: record whether a checkpoint was there to resume from."""
+        records = self.status.get("preemptions") or []
+        if not records or records[-1].get("resumedAt"):
+            return
+        record = records[-1]
+        found = latest_checkpoint(checkpoints)
+        record["resumedAt"] = iso(self.now)
+        record["checkpointFound"] = found is not None
+        if found is not None:
+            record["checkpoint"] = found
+            self.events.append(
+                EventSpec(
+                    "Normal", "ResumedFromCheckpoint", f"resuming after preemption; newest checkpoint {found}"
+                )
+            )
+        else:
+            self.events.append(
+                EventSpec(
+                    "Warning",
+                    "NoCheckpoint",
+                    f"resuming after preemption, but {checkpoints} holds no checkpoint: it starts over",
+                )
+            )
 
     def _succeeded(self, live: list[Obj]) -> bool:
         by_type: dict[str, list[Obj]] = {}
@@ -349,6 +392,8 @@ class _Pass:
                 return
             self.status["restartCount"] = restarts + 1
             self._move(JobPhase.RESTARTING, "Restarting", f"gang restart {restarts + 1}: {what}")
+            replicas = sum(int(r.get("replicas", 1) or 0) for r in self.job["spec"]["replicaSpecs"].values())
+            self.ctx.metrics.pod_restarts.labels(self.ns).inc(replicas)
 
     # -- ends ----------------------------------------------------------------------------------
 

@@ -25,10 +25,17 @@ from muster.controllers.pods import (
     stop_requested_object,
 )
 
-__all__ = ["DEACTIVATED", "WorkloadController", "workload_pods"]
+__all__ = ["DEACTIVATED", "EVICTION_STOP_REASONS", "WorkloadController", "workload_pods"]
 
 Obj = dict[str, Any]
 DEACTIVATED = "Deactivated"
+# The stop reason of the pods of a Workload evicted for each reason (anything else: Suspended).
+EVICTION_STOP_REASONS = {
+    "Preempted": StopReasons.PREEMPTED,
+    "GPUUnhealthy": StopReasons.GPU_UNHEALTHY,
+    "NodeLost": StopReasons.NODE_LOST,
+    "NodeDrained": StopReasons.EVICTED,
+}
 
 
 def workload_pods(ctx: Context, wl: Obj) -> list[Obj]:
@@ -53,13 +60,14 @@ class WorkloadController:
             if stored is None:
                 return
             self.ctx.event(stored, event)
+            self.ctx.metrics.evictions.labels(DEACTIVATED).inc()
             wl, state = stored, WorkloadState.EVICTING
         if state is WorkloadState.EVICTING:
             self._evict(wl)
 
     def _evict(self, wl: Obj) -> None:
         evicted = condition(wl, "Evicted") or {}
-        reason = StopReasons.PREEMPTED if evicted.get("reason") == "Preempted" else StopReasons.SUSPENDED
+        reason = EVICTION_STOP_REASONS.get(evicted.get("reason") or "", StopReasons.SUSPENDED)
         live = [p for p in workload_pods(self.ctx, wl) if not is_final(p)]
         now = self.ctx.now()
         for pod in live:
