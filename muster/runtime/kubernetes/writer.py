@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 # What to do about a Pod that holds the name of one being created.
 Verdict = Literal["replace", "wait", "refuse"]
-_NOT_FOUND, _CONFLICT = 404, 409
+_FORBIDDEN, _NOT_FOUND, _CONFLICT = 403, 404, 409
 _RETRY_PAUSE = 0.1
 
 
@@ -73,6 +73,9 @@ class ClusterWriter:
             try:
                 return read_json(self.core.create_namespaced_pod(ns, manifest, _preload_content=False))
             except Exception as exc:
+                if _no_service_account_yet(exc) and time.monotonic() < deadline:
+                    time.sleep(_RETRY_PAUSE)  # a namespace just created: its controller is on it
+                    continue
                 if status_of(exc) != _CONFLICT:
                     raise WriteError(f"cannot create pod {ns}/{name}: {api_message(exc)}") from None
             existing = self._read_pod(ns, name)
@@ -159,3 +162,9 @@ class ClusterWriter:
     def _check_fence(self) -> None:
         if not self.fence():
             raise WriteError("this Muster server does not hold the leader Lease")
+
+
+def _no_service_account_yet(exc: Exception) -> bool:
+    """The ServiceAccount admission plugin refused a Pod because its namespace's ServiceAccount
+    does not exist yet (the namespace is new; kube-controller-manager creates it shortly)."""
+    return status_of(exc) == _FORBIDDEN and "service account" in api_message(exc)

@@ -274,3 +274,36 @@ def test_pods_muster_did_not_create_count_on_their_node(
     assert wait_for(used, what="the foreign pod counted") == {"cpu": "2", "nvidia.com/gpu": "3", "pods": "1"}
     k8s_control_plane.set_pod_status(k8s_namespace, "someone-else", "Succeeded")
     wait_for(lambda: used() is None, what="the ended pod no longer counted")
+
+
+def test_the_namespace_is_created_and_the_priority_class_passed_through(
+    runtime: Any, k8s_control_plane: ControlPlane, k8s_nodes: Nodes
+) -> None:
+    import secrets
+
+    from kubernetes import client
+
+    plane = k8s_control_plane
+    ns = f"fresh-{secrets.token_hex(3)}"
+    klass = f"urgent-{secrets.token_hex(3)}"
+    scheduling = client.SchedulingV1Api(plane.core_api().api_client)
+    scheduling.create_priority_class({"metadata": {"name": klass}, "value": 1000})
+    try:
+        node = k8s_nodes.add()
+        known = muster_pod(ns, "ranked-worker-0", node, workload="ranked", priorityClassName=klass)
+        unknown = muster_pod(ns, "ranked-worker-1", node, workload="ranked", priorityClassName="nope")
+        warnings = runtime.start_gang(gang(ns, "ranked", [known, unknown]))
+        assert warnings == [
+            "priorityClassName 'nope': the cluster has no PriorityClass of that name, so pod "
+            "ranked-worker-1 runs without one (create it in the cluster too)"
+        ]
+        made = wait_for(lambda: _bound(plane, ns, "ranked-worker-0"), what="a pod in the new namespace")
+        assert made["spec"]["priorityClassName"] == klass
+        assert made["spec"]["priority"] == 1000  # the Priority admission plugin resolved it
+        assert made["spec"]["terminationGracePeriodSeconds"] == 30
+        other = wait_for(lambda: _bound(plane, ns, "ranked-worker-1"))
+        assert "priorityClassName" not in other["spec"]
+        assert plane.core_api().read_namespace(ns).status.phase == "Active"
+    finally:
+        scheduling.delete_priority_class(klass)
+        plane.core_api().delete_namespace(ns)
