@@ -13,7 +13,7 @@ from muster.testing import skip_or_fail
 from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_postgres
 
 if TYPE_CHECKING:
-    from muster.testing.kubernetes import ControlPlane
+    from muster.testing.kubernetes import ControlPlane, NodeRegistry
 
 
 @pytest.fixture
@@ -73,6 +73,16 @@ def k8s_namespace(k8s_control_plane: ControlPlane, request: pytest.FixtureReques
     yield name
     with k8s_control_plane.admin_client() as api:
         client.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture
+def k8s_nodes(k8s_control_plane: ControlPlane) -> Iterator[NodeRegistry]:
+    """Nodes a test registers on the session's control plane (unique names), deleted after it."""
+    from muster.testing.kubernetes import NodeRegistry
+
+    nodes = NodeRegistry(k8s_control_plane)
+    yield nodes
+    nodes.delete_all()
 
 
 @pytest.fixture(scope="session")

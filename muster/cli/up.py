@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from muster.controllers.manager import ManagerConfig
+    from muster.runtime.kubernetes.config import KubernetesConfig
 
 __all__ = ["up"]
 
@@ -65,10 +66,28 @@ def up(
         str,
         typer.Option(
             "--runtime",
-            help="Where pods run: local (processes on this machine) or none (the API server only: "
-            "no controllers, scheduling or pods).",
+            help="Where pods run: local (processes on this machine), kubernetes (Pods of a cluster, "
+            "Muster as its batch scheduler) or none (the API server only: no controllers, scheduling "
+            "or pods).",
         ),
     ] = "local",
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig",
+            help="With --runtime kubernetes: the kubeconfig (default: $KUBECONFIG, then ~/.kube/config; "
+            "inside a pod, its service account).",
+            show_default=False,
+        ),
+    ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            help="With --runtime kubernetes: the kubeconfig context (default: its current context).",
+            show_default=False,
+        ),
+    ] = None,
     fake_gpus: Annotated[
         str | None,
         typer.Option(
@@ -93,7 +112,7 @@ def up(
     from muster.store import StoreError, open_store
 
     s = settings(home=home, store=store)
-    manager = _manager_config(runtime, fake_gpus, placement, s)
+    manager = _manager_config(runtime, fake_gpus, placement, s, _cluster(runtime, kubeconfig, context))
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
     creds = load_or_create_credentials(s.credentials_path)
@@ -143,7 +162,27 @@ def up(
         _remove_server_file(s, url)
 
 
-def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Settings) -> ManagerConfig | None:
+def _cluster(runtime: str, kubeconfig: Path | None, context: str | None) -> KubernetesConfig | None:
+    """The cluster of ``--runtime kubernetes``; its options with another runtime are a mistake."""
+    from muster.runtime.kubernetes.config import KubernetesConfig
+
+    if runtime != "kubernetes":
+        given = [name for name, value in (("--kubeconfig", kubeconfig), ("--context", context)) if value]
+        if given:
+            fail(f"{' and '.join(given)}: only with --runtime kubernetes", EXIT_BAD_INPUT)
+        return None
+    if kubeconfig is not None and not kubeconfig.is_file():
+        fail(f"--kubeconfig {kubeconfig}: no such file", EXIT_BAD_INPUT)
+    return KubernetesConfig(kubeconfig=kubeconfig, context=context)
+
+
+def _manager_config(
+    runtime: str,
+    fake_gpus: str | None,
+    placement: str,
+    s: Settings,
+    cluster: KubernetesConfig | None = None,
+) -> ManagerConfig | None:
     """The manager's settings from the options; bad values fail here, before anything starts."""
     from muster.controllers.manager import RUNTIMES, ManagerConfig
     from muster.runtime.local.fake import FakeGpuSpecError, parse_fake_gpus
@@ -161,7 +200,11 @@ def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Sett
             parse_fake_gpus(fake_gpus)
         except FakeGpuSpecError as exc:
             fail(str(exc), EXIT_BAD_INPUT)
-    return ManagerConfig(runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home)
+    if fake_gpus and runtime == "kubernetes":
+        fail("--fake-gpus: the kubernetes runtime's GPUs are its Nodes'; drop --fake-gpus", EXIT_BAD_INPUT)
+    return ManagerConfig(
+        runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home, kubernetes=cluster
+    )
 
 
 class _Terminated(Exception):

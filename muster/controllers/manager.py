@@ -18,6 +18,11 @@ timers (deadlines, TTLs, backoff) and by a periodic full resync that looks at ev
 a change that was missed, or a crash between two writes, is repaired by the next pass. Time
 comes from an injected clock. Stopping the manager stops the loop and detaches from the
 runtime without stopping any pod: the next manager re-adopts them.
+
+On a runtime shared by several servers (:class:`SupportsLeadership`: a cluster's leader
+Lease) the loop runs only while this server leads. A standby does not even open (no Node is
+written, no cache loaded); when it comes to lead it re-adopts the runtime's pods and starts
+its executor afresh from them, then passes with a full resync.
 """
 
 from __future__ import annotations
@@ -54,8 +59,11 @@ from muster.runtime.base import (
     PodStatusChange,
     Runtime,
     SupportsFaultInjection,
+    SupportsLeadership,
     SupportsNativePods,
+    SupportsReadoption,
 )
+from muster.runtime.kubernetes.config import KubernetesConfig
 from muster.scheduler import Policy
 from muster.store.base import Store
 
@@ -64,7 +72,7 @@ __all__ = ["RUNTIMES", "Manager", "ManagerConfig"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-RUNTIMES = ("local",)
+RUNTIMES = ("local", "kubernetes")
 # Kinds whose changes can change a scheduling decision (Pods only when they end or go).
 _SCHEDULER_KINDS = frozenset(
     {
@@ -89,6 +97,8 @@ class ManagerConfig:
 
     runtime: str = "local"
     fake_gpus: str | None = None
+    # the cluster and the Lease of ``runtime="kubernetes"`` (default: kubectl's rules)
+    kubernetes: KubernetesConfig | None = None
     placement: str = "binpack"
     home: Path | None = None
     resync_seconds: float = 10.0
@@ -162,10 +172,16 @@ class Manager:
         self._opened = True
 
     def start(self) -> None:
-        """Open, then run passes in a thread until :meth:`stop`."""
-        self.open()
+        """Open, then run passes in a thread until :meth:`stop` (a standby opens once it leads)."""
+        if not isinstance(self.runtime, SupportsLeadership):
+            self.open()
         self._thread = threading.Thread(target=self._loop, name="muster-manager", daemon=True)
         self._thread.start()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this manager acts (always, but on a runtime with a leader Lease)."""
+        return not isinstance(self.runtime, SupportsLeadership) or self.runtime.leading()
 
     def stop(self) -> None:
         """Stop the loop and detach from the runtime; pods keep running (re-adopted later)."""
@@ -182,7 +198,15 @@ class Manager:
 
     def _loop(self) -> None:
         changes: list[PodStatusChange] = []
+        was_leading = False
         while not self._stop.is_set():
+            if isinstance(self.runtime, SupportsLeadership):
+                if not self.runtime.wait_leading(_IDLE_WAIT):
+                    was_leading, changes = False, []
+                    continue
+                if not was_leading:
+                    self._take_over()
+                    was_leading = True
             try:
                 self.run_once(changes)
             except Exception:  # a bug or a lost database must not end the control plane
@@ -196,6 +220,16 @@ class Manager:
             else:
                 changes = []
                 self.ctx.cache.wait(wait)
+
+    def _take_over(self) -> None:
+        """Now leading: adopt what the runtime holds, with an executor that knows just that."""
+        log.info("leading: taking over the %s runtime's pods", self.runtime.name)
+        if isinstance(self.runtime, SupportsReadoption):
+            self.runtime.readopt()
+        self.open()
+        self.executor = PodExecutor(self.ctx, self.runtime)
+        self.executor.set_nodes(self.nodes.addresses())
+        self._next_resync = 0.0  # the first pass looks at everything
 
     def _wait_time(self) -> float:
         now = self.ctx.now()
@@ -348,6 +382,10 @@ class Manager:
         return self.executor.node_addresses.get(node, "127.0.0.1")
 
     def _open_runtime(self, home: Path) -> Runtime:
+        if self.config.runtime == "kubernetes":
+            from muster.runtime.kubernetes.runtime import KubernetesRuntime
+
+            return KubernetesRuntime(self.config.kubernetes or KubernetesConfig())
         from muster.runtime.local.fake import parse_fake_gpus
         from muster.runtime.local.runtime import LocalRuntime
 

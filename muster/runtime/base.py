@@ -57,6 +57,7 @@ __all__ = [
     "SupportsFaultInjection",
     "SupportsGangStart",
     "SupportsGpuMetrics",
+    "SupportsLeadership",
     "SupportsLogs",
     "SupportsNativePods",
     "SupportsNodeWatch",
@@ -551,6 +552,23 @@ class SupportsNodeWatch(ABC):
     @abstractmethod
     def nodes_changed(self) -> bool:
         """Whether the nodes changed since the last :meth:`Runtime.nodes` call (which resets it)."""
+
+
+class SupportsLeadership(ABC):
+    """A runtime shared by several servers of which one may act: a cluster with Muster servers
+    campaigning for a leader Lease. The manager runs no pass (no controller, no scheduling, no
+    start or stop) while :meth:`leading` is false, and when it becomes true it re-adopts the
+    runtime's pods (:class:`SupportsReadoption`) before its first pass, since the previous
+    leader may have started or ended pods meanwhile.
+    """
+
+    @abstractmethod
+    def leading(self) -> bool:
+        """Whether this server may act now."""
+
+    @abstractmethod
+    def wait_leading(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds to lead; whether this server leads."""
 
 
 class SupportsRetention(ABC):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
 import shutil
 import ssl
 import tempfile
@@ -51,6 +52,7 @@ __all__ = [
     "MUSTER",
     "Binaries",
     "ControlPlane",
+    "NodeRegistry",
     "cache_dir",
     "find_binaries",
 ]
@@ -394,6 +396,41 @@ class ControlPlane(KubeletRole):
         self._await(
             process, lambda: _service_account_ready(core, "default"), "the default ServiceAccount token"
         )
+
+
+class NodeRegistry:
+    """Registers nodes with unique names on the session's plane; deletes them afterwards."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.names: list[str] = []
+
+    def add(
+        self,
+        stem: str = "gpu",
+        gpus: int = 4,
+        labels: Mapping[str, str] | None = None,
+        **capacity: str | int,
+    ) -> str:
+        name = f"{stem}-{secrets.token_hex(3)}"
+        resources: dict[str, str | int] = {"cpu": "32", "memory": "256Gi", **capacity}
+        if gpus:
+            resources["nvidia.com/gpu"] = gpus
+        gfd = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
+        self.plane.register_node(name, resources, labels={**(gfd if gpus else {}), **(labels or {})})
+        self.names.append(name)
+        return name
+
+    def delete_all(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        core = self.plane.core_api()
+        for name in self.names:
+            try:
+                core.delete_node(name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
 
 def _require_prerequisites(bin_dir: Path | None) -> Binaries:

@@ -69,6 +69,7 @@ class KubernetesConfig:
     retry_seconds: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
     workers: int = 8  # concurrent API writes (pod creations, bindings, deletions)
+    leader_election: bool = True  # off: this server writes unconditionally (one server only)
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_seconds < self.renew_deadline_seconds < self.lease_seconds:

@@ -19,9 +19,13 @@ as Pods bound to the nodes the scheduler chose, and reports what becomes of them
 * Pods Muster did not create count as used capacity on their nodes (``NodeInfo.used_by_others``).
 * A Pod that ended stays, with its logs, until its Muster pod is deleted (:meth:`retain_only`).
 
+* One server writes: with leader election (the default), every write first asks the Lease
+  (:mod:`.leader`), and a standby writes nothing until it holds it (:meth:`leading`).
+
 State is the cluster's: a new runtime lists the Muster Pods it finds (:meth:`readopt`) and
 reports their status again; a gang found half-bound (the server died while starting it) is
-deleted and reported GangStartFailed.
+deleted and reported GangStartFailed. A standby leaves that to the moment it leads (the
+leader may be starting those gangs right now): the manager calls :meth:`readopt` then.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from muster.runtime.base import (
     PodStillRunning,
     StopReason,
     SupportsGangStart,
+    SupportsLeadership,
     SupportsLogs,
     SupportsNativePods,
     SupportsNodeWatch,
@@ -60,6 +65,7 @@ from muster.runtime.base import (
 from muster.runtime.kubernetes.api import api_message, read_json, status_of
 from muster.runtime.kubernetes.config import GANG_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, KubernetesConfig
 from muster.runtime.kubernetes.informer import Informer
+from muster.runtime.kubernetes.leader import LeaderElector
 from muster.runtime.kubernetes.logs import PodLogs
 from muster.runtime.kubernetes.nodes import is_ready, node_info, pod_requests, sum_requests
 from muster.runtime.kubernetes.pods import muster_uid, observed_status, pod_manifest, service_name
@@ -95,6 +101,7 @@ class _Pod:
 
 class KubernetesRuntime(
     SupportsGangStart,
+    SupportsLeadership,
     SupportsLogs,
     SupportsReadoption,
     SupportsNativePods,
@@ -102,8 +109,10 @@ class KubernetesRuntime(
     SupportsRetention,
 ):
     """Runs Muster pods as Pods of a cluster. ``api`` is a ``kubernetes.client.ApiClient``
-    (default: one from ``config``); ``fence`` says whether this server may write (it holds the
-    leader Lease). Construction lists the cluster's Nodes and Pods and re-adopts Muster's."""
+    (default: one from ``config``); ``fence`` says whether this server may write (default: it
+    holds the leader Lease, campaigned for from construction when ``config.leader_election``,
+    else always). Construction lists the cluster's Nodes and Pods and, without leader
+    election, re-adopts Muster's."""
 
     name = "kubernetes"
 
@@ -123,7 +132,12 @@ class KubernetesRuntime(
         self.api = api if api is not None else api_client(self.config)
         self.core = client.CoreV1Api(self.api)
         self._scheduling = client.SchedulingV1Api(self.api)
-        self._writer = ClusterWriter(self.core, fence or (lambda: True))
+        self._elector: LeaderElector | None = None
+        if fence is None and self.config.leader_election:
+            self._elector = LeaderElector(self.api, self.config)
+            fence = self._elector.held
+        self._fence: Callable[[], bool] = fence or (lambda: True)
+        self._writer = ClusterWriter(self.core, self._fence)
         self._log_reader = PodLogs(self.api)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -143,10 +157,23 @@ class KubernetesRuntime(
         try:
             for informer in self._informers:
                 informer.start()
+            if self._elector is not None:
+                self._elector.start()
         except BaseException:
             self.close()
             raise
-        self.readopt()
+        if self._elector is None:
+            self.readopt()
+
+    # -- leadership ------------------------------------------------------------------------------
+
+    def leading(self) -> bool:
+        return self._fence()
+
+    def wait_leading(self, timeout: float) -> bool:
+        if self._elector is None:
+            return self._fence()
+        return self._elector.wait(timeout)
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -307,6 +334,8 @@ class KubernetesRuntime(
         for informer in self._informers:
             informer.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._elector is not None:
+            self._elector.stop()  # after the last write: then a standby may take over
         if self._own_api:
             self.api.close()
 

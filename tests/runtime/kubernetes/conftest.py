@@ -1,59 +1,14 @@
-"""Fixtures for the Kubernetes runtime's tests: the session's real API server, nodes a test
-registers (deleted after it), and gangs built the way the executor builds them."""
+"""Helpers for the Kubernetes runtime's tests: Muster pods and gangs built the way the
+controllers and the executor build them (the API server and ``k8s_nodes`` are tests/conftest.py's)."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import pytest
 
 from muster.controllers.launch import device_binding, pod_launch
 from muster.runtime.base import GangLaunch, GangMember
-from muster.testing.kubernetes import ControlPlane
-
-
-class Nodes:
-    """Registers nodes with unique names on the session's plane; deletes them afterwards."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.names: list[str] = []
-
-    def add(
-        self,
-        stem: str = "gpu",
-        gpus: int = 4,
-        labels: Mapping[str, str] | None = None,
-        **capacity: str | int,
-    ) -> str:
-        name = f"{stem}-{secrets.token_hex(3)}"
-        resources: dict[str, str | int] = {"cpu": "32", "memory": "256Gi", **capacity}
-        if gpus:
-            resources["nvidia.com/gpu"] = gpus
-        gfd = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
-        self.plane.register_node(name, resources, labels={**(gfd if gpus else {}), **(labels or {})})
-        self.names.append(name)
-        return name
-
-    def delete_all(self) -> None:
-        from kubernetes.client.exceptions import ApiException
-
-        core = self.plane.core_api()
-        for name in self.names:
-            try:
-                core.delete_node(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-
-
-@pytest.fixture
-def k8s_nodes(k8s_control_plane: ControlPlane) -> Iterator[Nodes]:
-    nodes = Nodes(k8s_control_plane)
-    yield nodes
-    nodes.delete_all()
 
 
 def muster_pod(

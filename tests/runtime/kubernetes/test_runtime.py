@@ -11,7 +11,8 @@ import pytest
 from muster.runtime.base import PodPhase, PodReason, PodStatusChange, StopReason
 from muster.testing import wait_for
 from muster.testing.kubernetes import ControlPlane
-from tests.runtime.kubernetes.conftest import Nodes, gang, muster_pod
+from muster.testing.kubernetes import NodeRegistry as Nodes
+from tests.runtime.kubernetes.conftest import gang, muster_pod
 
 pytestmark = pytest.mark.kubernetes
 
@@ -35,10 +36,11 @@ class Reports:
 
 @pytest.fixture
 def runtime(k8s_control_plane: ControlPlane) -> Iterator[Any]:
+    from muster.runtime.kubernetes.config import KubernetesConfig
     from muster.runtime.kubernetes.runtime import KubernetesRuntime
 
     with k8s_control_plane.admin_client() as api:
-        rt = KubernetesRuntime(api=api)
+        rt = KubernetesRuntime(KubernetesConfig(leader_election=False), api=api)
         yield rt
         rt.close()
 
@@ -288,6 +290,12 @@ def test_the_namespace_is_created_and_the_priority_class_passed_through(
     klass = f"urgent-{secrets.token_hex(3)}"
     scheduling = client.SchedulingV1Api(plane.core_api().api_client)
     scheduling.create_priority_class({"metadata": {"name": klass}, "value": 1000})
+    probe = {
+        "metadata": {"name": "probe"},
+        "spec": {"priorityClassName": klass, "containers": [{"name": "c", "image": "x"}]},
+    }
+    # The Priority admission plugin reads classes from a cache of its own: wait until it has this one.
+    wait_for(lambda: plane.core_api().create_namespaced_pod("default", probe, dry_run="All"))
     try:
         node = k8s_nodes.add()
         known = muster_pod(ns, "ranked-worker-0", node, workload="ranked", priorityClassName=klass)
