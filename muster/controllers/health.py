@@ -11,7 +11,9 @@ Level-triggered, from the Node objects and the Workloads placed on them:
 * **heartbeats**: a node this manager's runtime no longer offers whose ``lastHeartbeatTime``
   is older than ``grace_seconds`` becomes ``Ready=Unknown`` (NodeStatusUnknown); its
   unfinished pods are failed with reason ``NodeLost`` (no runtime is left to stop them) and
-  their Workloads evicted with reason ``NodeLost``;
+  their Workloads evicted with reason ``NodeLost``. A node its runtime still offers but
+  reports ``Ready=False`` (a Kubernetes Node whose kubelet went quiet) has its Workloads
+  evicted alike; its pods are the runtime's to fail (it reports them NodeLost);
 * **drain** (``muster node drain``: ``spec.unschedulable`` plus the annotation
   :data:`DRAIN_ANNOTATION`): every Workload with a pod on the node is evicted with reason
   ``NodeDrained`` and its pods stopped with reason ``Evicted`` and the drain's grace period;
@@ -87,6 +89,10 @@ class HealthController:
             if _ready(node) != "True" and name not in offered:
                 problems[name] = (NODE_LOST, f"node {name} is not ready: {_ready_message(node)}", None)
                 self._fail_lost_pods(name, now)
+            elif _ready(node) == "False":
+                # A node its runtime still lists but reports NotReady (a cluster's kubelet gone
+                # quiet): the runtime fails its pods; their Workloads move elsewhere.
+                problems[name] = (NODE_LOST, f"node {name} is not ready: {_ready_message(node)}", None)
             elif (node["metadata"].get("annotations") or {}).get(DRAIN_ANNOTATION):
                 grace = _float((node["metadata"].get("annotations") or {}).get(DRAIN_GRACE_ANNOTATION))
                 problems[name] = (NODE_DRAINED, f"node {name} is being drained", grace)

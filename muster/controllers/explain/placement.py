@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from muster.controllers.explain.facts import FitsWhen, Fragmentation, NodeVerdict, Obj, Placement, WhyContext
@@ -72,19 +72,24 @@ def placement(wl: Obj, ctx: WhyContext, simulate: bool = True) -> Placement | No
     pod_set = max(mine.pod_sets, key=lambda ps: (ps.gpus * ps.gpu_milli, sum(ps.requests.values())))
     flavors = _flavors(built, cq, pod_set)
     holders = _gpu_holders(ctx.workloads)
-    verdicts = node_verdicts(built.snapshot.nodes, pod_set, flavors, holders)
+    verdicts = node_verdicts(built.snapshot.nodes, pod_set, flavors, holders, _held_by_others(ctx.nodes))
     frag = fragmentation(built.snapshot.nodes, pod_set, verdicts)
     return Placement(verdicts, frag, fits_when(wl, ctx, built) if simulate else None)
 
 
 def node_verdicts(
-    nodes: Iterable[Node], pod_set: PodSet, flavors: Sequence[Flavor], holders: dict[tuple[str, int], str]
+    nodes: Iterable[Node],
+    pod_set: PodSet,
+    flavors: Sequence[Flavor],
+    holders: dict[tuple[str, int], str],
+    others: Mapping[str, str] | None = None,
 ) -> list[NodeVerdict]:
-    """Per node, the verdict of the flavor under which the node got furthest."""
+    """Per node, the verdict of the flavor under which the node got furthest. ``others``: per
+    node, what pods Muster did not create hold there (said where resources fall short)."""
     out = []
     for node in sorted(nodes, key=lambda n: n.name):
         best = max(
-            (_verdict(node, pod_set, f, holders) for f in flavors or [None]),
+            (_verdict(node, pod_set, f, holders, (others or {}).get(node.name)) for f in flavors or [None]),
             key=lambda v: _ORDER.index(v.reason),
         )
         out.append(best)
@@ -273,13 +278,17 @@ def _deadline(job: Obj) -> float:
 
 
 def _verdict(
-    node: Node, ps: PodSet, flavor: Flavor | None, holders: dict[tuple[str, int], str]
+    node: Node, ps: PodSet, flavor: Flavor | None, holders: dict[tuple[str, int], str], others: str | None
 ) -> NodeVerdict:
     """The first filter that keeps a pod of ``ps`` (under ``flavor``) off ``node``."""
     found = _static(node, ps, flavor) or _gpu_shape(node, ps)
     if isinstance(found, NodeVerdict):
         return found
-    found = found or _resources(node, ps) or _free_gpus(node, ps, holders)
+    if found is None:
+        short = _resources(node, ps) or _free_gpus(node, ps, holders)
+        if short is not None and others:
+            short = (short[0], f"{short[1]}; {others}")
+        found = short
     if found is not None:
         return NodeVerdict(node.name, False, *found)
     room = f" ({_full_free(node)} GPUs free)" if ps.gpus else ""
@@ -388,6 +397,21 @@ def _full_free(node: Node) -> int:
 def _gpu_words(ps: PodSet) -> str:
     models = "|".join(ps.gpu_models) or ps.node_selector.get(GPU_PRODUCT_LABEL, "")
     return f"{models} GPUs" if models else "GPUs"
+
+
+def _held_by_others(nodes: Iterable[Obj]) -> dict[str, str]:
+    """Node name -> what pods Muster did not create hold there (``status.usedByOthers``)."""
+    out = {}
+    for node in nodes:
+        used = (node.get("status") or {}).get("usedByOthers") or {}
+        held = ", ".join(
+            f"{resource} {amount}" for resource, amount in sorted(used.items()) if resource != "pods"
+        )
+        if held:
+            out[node["metadata"]["name"]] = (
+                f"pods Muster did not create (kube-scheduler's, daemonsets) hold {held}"
+            )
+    return out
 
 
 def _gpu_holders(workloads: Iterable[Obj]) -> dict[tuple[str, int], str]:
