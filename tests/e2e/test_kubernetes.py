@@ -412,3 +412,20 @@ def test_a_second_server_does_not_bind_while_the_first_leads_and_takes_over(
     cluster.plane.set_pod_status(cluster.ns, "one-worker-0", "Running")
     cluster.plane.set_pod_status(cluster.ns, "one-worker-0", "Succeeded")
     cluster.wait_phase("one", JobPhase.SUCCEEDED)
+
+
+def test_muster_up_runs_on_the_cluster_of_its_kubeconfig(
+    k8s_control_plane: ControlPlane, k8s_nodes: NodeRegistry, muster_user: Path, muster_home: Path
+) -> None:
+    from muster.sdk.client import Client
+    from muster.testing.up import MusterUp
+
+    node = k8s_nodes.add(gpus=8)
+    args = ["--runtime", "kubernetes", "--kubeconfig", str(muster_user), "--context", "muster"]
+    with MusterUp(muster_home, extra_args=args) as up, Client(up.url, up.token) as client:
+        registered = wait_for(
+            lambda: next((n for n in client.list("Node")["items"] if n["metadata"]["name"] == node), None),
+            what="the cluster's node registered",
+        )
+        assert registered["status"]["runtime"] == "kubernetes"
+        assert registered["status"]["allocatable"]["nvidia.com/gpu"] == "8"
