@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from muster.cli import up
-from muster.testing.up import run_cli
 from muster.scheduler import PLACEMENT_POLICIES
+from muster.testing.up import run_cli
 
 
 def test_placement_choices_are_the_schedulers():
