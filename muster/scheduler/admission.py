@@ -1,0 +1,415 @@
+"""The scheduling cycle: :func:`schedule` decides every pending workload once.
+
+One cycle considers every pending workload, not one head per queue. It runs in rounds, as
+repeated Kueue cycles on a state that carries over: each round takes the head of every
+ClusterQueue (its queue order is priority, then FIFO time), orders the heads (classical:
+no borrowing first, then priority, then FIFO; fair sharing: lowest dominant resource share
+after admission first) and processes them in that order, each against the state left by
+the ones before it:
+
+1. flavors are assigned against current usage (see :mod:`.flavors`);
+2. the first assignment whose quota fits and whose gang can be placed is admitted;
+3. otherwise preemption is tried (see :mod:`.preemption`); a preemptor whose victims are
+   chosen stays pending (WaitingForPreemption) but keeps its claim: its quota and
+   placement are charged for the rest of the cycle, so nothing later takes them;
+4. otherwise, with ``minCount``, the largest proportional reduction that fits is admitted
+   (Kueue's pod set reducer; failing that, preemption for the minimum counts);
+5. otherwise it stays pending with a reason.
+
+Under StrictFIFO a head that is not admitted blocks the rest of its queue
+(StrictFIFOBlocked); under BestEffortFIFO the next workload becomes the head. Admissions
+and claims are committed immediately, so the cycle never over-admits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from muster.scheduler import reasons as R
+from muster.scheduler.cycle import Cycle
+from muster.scheduler.decisions import (
+    Admission,
+    Decisions,
+    NodePlacement,
+    Pending,
+    PodSetAdmission,
+    Preemption,
+)
+from muster.scheduler.flavors import Assignment, FlavorPlan, Mode
+from muster.scheduler.ordering import classical_head_key, fair_head_key, queue_key
+from muster.scheduler.placement.gang import GangItem, GangPlacement, PlacementFailure
+from muster.scheduler.policy import Policy
+from muster.scheduler.preemption import PreemptionCtx, Target, find_targets
+from muster.scheduler.quota import QuotaNode
+from muster.scheduler.snapshot import PendingWorkload, Snapshot
+
+__all__ = ["schedule"]
+
+
+def schedule(snapshot: Snapshot, policy: Policy | None = None) -> Decisions:
+    """Run one scheduling cycle and return its decisions. Pure: the snapshot is not changed,
+    and the same snapshot and policy always give the same decisions."""
+    cycle = Cycle(snapshot, policy or Policy())
+    _Admitter(cycle).run()
+    return cycle.decisions
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What one attempt at some pod counts came to."""
+
+    kind: str  # admit | preempt | fail
+    assignment: Assignment | None = None
+    placement: GangPlacement | None = None
+    targets: list[Target] = field(default_factory=list)
+    evals: list[Assignment] = field(default_factory=list)
+    failures: list[tuple[Assignment, PlacementFailure]] = field(default_factory=list)
+
+
+class _Admitter:
+    def __init__(self, cycle: Cycle) -> None:
+        self.c = cycle
+        self.d: Decisions = cycle.decisions
+        self._plans: dict[tuple, FlavorPlan] = {}
+        self._sigs: dict[int, tuple] = {}
+        self._fail_cache: dict[tuple, tuple[tuple, Pending]] = {}
+        self._epoch = 0  # bumps whenever capacity or candidates may have been freed
+        self._root_epoch: dict[int, int] = {}
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        c = self.c
+        queues: dict[str, list[PendingWorkload]] = {}
+        for w in c.snapshot.pending:
+            node = c.tree.queues.get(w.queue)
+            if node is None:
+                self._pending(
+                    w, R.INADMISSIBLE, f"cluster queue {w.queue} does not exist; submit to an existing queue"
+                )
+                continue
+            if node.cq.stopped:  # type: ignore[union-attr]
+                self._pending(
+                    w, R.QUEUE_STOPPED, f"cluster queue {w.queue} is stopped; it admits nothing until resumed"
+                )
+                continue
+            queues.setdefault(w.queue, []).append(w)
+        for lst in queues.values():
+            lst.sort(key=queue_key)
+        pos = dict.fromkeys(queues, 0)
+        active = [q for q in c.tree.queues if q in queues]
+        while active:
+            heads = [(q, queues[q][pos[q]]) for q in active]
+            if len(heads) > 1:
+                heads.sort(key=lambda h: self._head_key(h[1]))
+            for q, w in heads:
+                admitted = self._process(w)
+                pos[q] += 1
+                lst = queues[q]
+                if not admitted and c.tree.queues[q].cq.queueing_strategy == "StrictFIFO":  # type: ignore[union-attr]
+                    self._block(q, w, lst[pos[q] :])
+                    pos[q] = len(lst)
+            active = [q for q in active if pos[q] < len(queues[q])]
+
+    def _block(self, q: str, head: PendingWorkload, rest: list[PendingWorkload]) -> None:
+        """StrictFIFO: nothing overtakes a head that was not admitted."""
+        why = self.d.pending[-1].reason if self.d.pending else "pending"
+        for w in rest:
+            self._pending(
+                w,
+                R.STRICT_FIFO_BLOCKED,
+                f"queue {q} is StrictFIFO and its head {head.namespace}/{head.name} is not admitted ({why}); "
+                "nothing may overtake it until the head is admitted",
+                {"head": head.name, "headReason": why},
+            )
+
+    def _head_key(self, w: PendingWorkload) -> tuple:
+        node = self.c.tree.queues[w.queue]
+        if self._cached_failure(w, node) is not None:
+            # it will stay pending whatever comes first; let the others go ahead
+            return (float("inf"), *queue_key(w))
+        plan = self._plan(w, node)
+        a = None
+        if plan.admissible:
+            counts = [ps.count for ps in w.pod_sets]
+            evals = [plan.evaluate(self.c.tree, node, combo, counts, self.c.fair) for combo in plan.combos()]
+            a = next((e for e in evals if e.mode == Mode.FIT), evals[0] if evals else None)
+        if self.c.fair:
+            share = self.c.tree.dominant_share(node, a.usage if a else None)
+            return fair_head_key(w, share)
+        return classical_head_key(w, a.borrow if a else 0)
+
+    # -- one workload ---------------------------------------------------------------------
+
+    def _process(self, w: PendingWorkload) -> bool:
+        """Decide one head; True when admitted."""
+        c = self.c
+        self.d.workloads_considered += 1
+        node = c.tree.queues[w.queue]
+        plan = self._plan(w, node)
+        if plan.errors:
+            self._pending(
+                w, R.INADMISSIBLE, "; ".join(plan.errors) + "; add quota for it or drop the request"
+            )
+            return False
+        if plan.no_match:
+            msg = "no flavor of cluster queue " + w.queue + " matches: " + "; ".join(plan.no_match)
+            self._pending(
+                w, R.NO_MATCHING_FLAVOR, msg + "; change the node selector or tolerations, or add a flavor"
+            )
+            return False
+        cached = self._cached_failure(w, node)
+        if cached is not None:
+            self.d.pending.append(Pending(w, cached.reason, cached.message, cached.details))
+            return False
+        counts = [ps.count for ps in w.pod_sets]
+        out = self._attempt(w, node, plan, counts, w.can_preempt)
+        if out.kind == "fail" and self._partial_possible(w):
+            out = self._partial(w, node, plan, out)
+        if out.kind == "admit":
+            self._admit(w, node, out)
+            return True
+        if out.kind == "preempt":
+            self._claim(w, node, out)
+            return False
+        pending = self._fail_reason(w, node, plan, out)
+        self.d.pending.append(pending)
+        self._fail_cache[self._sig(w, node)] = (self._epochs(node), pending)
+        return False
+
+    def _attempt(
+        self, w: PendingWorkload, node: QuotaNode, plan: FlavorPlan, counts: list[int], preempt: bool
+    ) -> _Outcome:
+        c = self.c
+        cq = node.cq
+        assert cq is not None
+        evals = [plan.evaluate(c.tree, node, combo, counts, c.fair) for combo in plan.combos()]
+        fits: list[Assignment] = []
+        deferred: list[Assignment] = []
+        for a in evals:
+            if a.mode == Mode.FIT:
+                (deferred if a.borrow and cq.when_can_borrow == "TryNextFlavor" else fits).append(a)
+            elif a.mode == Mode.PREEMPT and cq.when_can_preempt == "MayStopSearch":
+                break
+        failures: list[tuple[Assignment, PlacementFailure]] = []
+        failed: set[int] = set()
+        for a in fits + deferred:
+            placed = self._place(w, plan, a, explain=False)
+            if isinstance(placed, GangPlacement):
+                return _Outcome("admit", a, placed, evals=evals)
+            failures.append((a, placed))
+            failed.add(id(a))
+        if preempt:
+            for a in evals:
+                if a.mode != Mode.PREEMPT and id(a) not in failed:
+                    continue
+                ctx = PreemptionCtx(c, w, node, a, self._items(w, plan, a))
+                targets = find_targets(ctx)
+                if not targets:
+                    continue
+                placed = self._place(w, plan, a)
+                if isinstance(placed, GangPlacement):
+                    return _Outcome("preempt", a, placed, targets, evals)
+                for t in reversed(targets):  # could not reproduce the trial placement
+                    c.restore(t.info)
+        return _Outcome("fail", evals=evals, failures=failures)
+
+    def _place(
+        self, w: PendingWorkload, plan: FlavorPlan, a: Assignment, explain: bool = True
+    ) -> GangPlacement | PlacementFailure:
+        placer = self.c.placer
+        if placer is None:
+            return GangPlacement()
+        return placer.place(self._items(w, plan, a), explain)
+
+    def _items(self, w: PendingWorkload, plan: FlavorPlan, a: Assignment) -> list[GangItem]:
+        c = self.c
+        out = []
+        if c.placer is None:
+            return out
+        for i, ps in enumerate(w.pod_sets):
+            if not a.counts[i]:
+                continue
+            names = list(dict.fromkeys(a.flavors[i].values()))
+            flavors = [c.flavor(n) for n in names]
+            topology = None
+            level = ps.topology_required or ps.topology_preferred
+            if level:
+                levels = next((f.topology_levels for f in flavors if f.topology_levels), ())
+                if level not in levels:
+                    levels = (level,)
+                topology = (levels, level, ps.topology_required is not None)
+            shape = self._sig(w, c.tree.queues[w.queue])[4][i]
+            out.append(GangItem(c.placer.spec(ps, flavors, shape), a.counts[i], topology))
+        return out
+
+    # -- partial admission ----------------------------------------------------------------
+
+    def _partial_possible(self, w: PendingWorkload) -> bool:
+        return any(ps.min_count is not None and ps.min_count < ps.count for ps in w.pod_sets)
+
+    def _partial(self, w: PendingWorkload, node: QuotaNode, plan: FlavorPlan, full: _Outcome) -> _Outcome:
+        deltas = [ps.count - (ps.min_count if ps.min_count is not None else ps.count) for ps in w.pod_sets]
+        total = sum(deltas)
+
+        def counts(k: int) -> list[int]:
+            return [ps.count - d * k // total for ps, d in zip(w.pod_sets, deltas, strict=True)]
+
+        def fits(k: int) -> bool:
+            out = self._attempt(w, node, plan, counts(k), False)
+            if out.kind == "admit" and out.placement is not None and self.c.placer is not None:
+                self.c.placer.release(out.placement)
+            return out.kind == "admit"
+
+        if fits(total):
+            lo, hi = 1, total
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            out = self._attempt(w, node, plan, counts(lo), False)
+            if out.kind == "admit":
+                return out
+        if w.can_preempt:
+            out = self._attempt(w, node, plan, counts(total), True)
+            if out.kind == "preempt":
+                return out
+        return full
+
+    # -- commits --------------------------------------------------------------------------
+
+    def _admit(self, w: PendingWorkload, node: QuotaNode, out: _Outcome) -> None:
+        a = out.assignment
+        assert a is not None and out.placement is not None
+        self.c.tree.add_usages(node, a.usage)
+        self._bump(node)
+        pod_sets = self._pod_sets(w, a, out.placement)
+        merged: dict[str, str] = {}
+        for fl in a.flavors:
+            merged.update(fl)
+        self.d.admitted.append(Admission(w, node.name, merged, pod_sets))
+        self.d.pods_placed += len(out.placement.pods)
+
+    def _claim(self, w: PendingWorkload, node: QuotaNode, out: _Outcome) -> None:
+        a = out.assignment
+        assert a is not None
+        for t in out.targets:  # victims stay removed: candidate scans skip them
+            self.d.preempted.append(Preemption(t.info.wl, t.reason, w))
+        self.c.tree.add_usages(node, a.usage)  # the preemptor keeps its claim for the cycle
+        self._epoch += 1
+        msg, details = R.waiting_message([(t.info.wl.name, t.reason) for t in out.targets], node.name)
+        if out.placement is not None and out.placement.pods:
+            details["claim"] = [
+                {
+                    "podSet": p.name,
+                    "placements": [
+                        {"node": pl.node, "gpus": [list(g) for g in pl.gpus]} for pl in p.placements
+                    ],
+                }
+                for p in self._pod_sets(w, a, out.placement)
+            ]
+        self.d.pending.append(Pending(w, R.WAITING_FOR_PREEMPTION, msg, details))
+
+    def _pod_sets(self, w: PendingWorkload, a: Assignment, placement: GangPlacement) -> list[PodSetAdmission]:
+        table = self.c.table
+        item_ps = [i for i, ps in enumerate(w.pod_sets) if a.counts[i]]
+        per_ps: dict[int, dict[str, NodePlacement]] = {}
+        for pod in placement.pods:
+            ps_i = item_ps[pod.item]
+            assert table is not None
+            name = table.names[pod.node]
+            by_node = per_ps.setdefault(ps_i, {})
+            key = f"{name}\0{pod.milli}"
+            pl = by_node.get(key)
+            if pl is None:
+                pl = by_node[key] = NodePlacement(name, gpu_milli=pod.milli or w.pod_sets[ps_i].gpu_milli)
+            pl.gpus.append(pod.devices)
+        return [
+            PodSetAdmission(ps.name, a.counts[i], dict(a.flavors[i]), list(per_ps.get(i, {}).values()))
+            for i, ps in enumerate(w.pod_sets)
+            if a.counts[i]
+        ]
+
+    # -- reasons --------------------------------------------------------------------------
+
+    def _fail_reason(self, w: PendingWorkload, node: QuotaNode, plan: FlavorPlan, out: _Outcome) -> Pending:
+        if out.failures:
+            # placement failed quietly (it is cheaper, and preemption might have helped):
+            # place the first assignment again to explain why, against the same state
+            first, f = out.failures[0]
+            again = self._place(w, plan, first)
+            if isinstance(again, GangPlacement):  # only seeded ties differ: keep the quiet failure
+                self.c.placer.release(again)  # type: ignore[union-attr]
+            else:
+                f = again
+            return Pending(w, f.code, f.message or "no node can take the gang", f.details)
+        evals = out.evals
+        quota_limited = next((a for a in evals if not a.exceeds_max), None)
+        if quota_limited is None and evals:
+            msg, details = R.exceeds_max_message(node.name, evals[0].shortfalls)
+            return Pending(w, R.EXCEEDS_MAX_QUOTA, msg, details)
+        shortfalls = quota_limited.shortfalls if quota_limited else []
+        msg, details = R.quota_message(node.name, shortfalls, node.cq.preemption, w.can_preempt)  # type: ignore[union-attr]
+        return Pending(w, R.QUOTA_EXHAUSTED, msg, details)
+
+    def _pending(self, w: PendingWorkload, reason: str, message: str, details: dict | None = None) -> None:
+        self.d.pending.append(Pending(w, reason, message, details or {}))
+
+    # -- caches ---------------------------------------------------------------------------
+
+    def _plan(self, w: PendingWorkload, node: QuotaNode) -> FlavorPlan:
+        """Flavor plans are shared by workloads of the same shape in the same queue."""
+        sig = self._sig(w, node)
+        plan = self._plans.get(sig)
+        if plan is None:
+            plan = self._plans[sig] = FlavorPlan(node.cq, w.pod_sets, self.c.flavors)  # type: ignore[arg-type]
+        return plan
+
+    def _cached_failure(self, w: PendingWorkload, node: QuotaNode) -> Pending | None:
+        """The outcome of an identical workload that failed since capacity last grew."""
+        hit = self._fail_cache.get(self._sig(w, node))
+        if hit is not None and hit[0] == self._epochs(node):
+            return hit[1]
+        return None
+
+    def _sig(self, w: PendingWorkload, node: QuotaNode) -> tuple:
+        """Everything about a workload that decides its outcome, but its identity."""
+        sig = self._sigs.get(id(w))
+        if sig is not None:
+            return sig
+        within = node.cq.preemption.within_cluster_queue  # type: ignore[union-attr]
+        shape = tuple(
+            [
+                (
+                    ps.name,
+                    ps.count,
+                    ps.min_count,
+                    tuple(ps.requests.items()),
+                    ps.gpus,
+                    ps.gpu_milli,
+                    ps.gpu_memory,
+                    ps.gpu_models,
+                    tuple(ps.node_selector.items()) if ps.node_selector else (),
+                    ps.node_affinity,
+                    ps.tolerations,
+                    ps.topology_required,
+                    ps.topology_preferred,
+                    ps.anti_affinity,
+                )
+                for ps in w.pod_sets
+            ]
+        )
+        ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
+        sig = self._sigs[id(w)] = (node.name, w.priority, w.can_preempt, ts, shape)
+        return sig
+
+    def _epochs(self, node: QuotaNode) -> tuple[int, int]:
+        return (self._epoch, self._root_epoch.get(id(node.root()), 0))
+
+    def _bump(self, node: QuotaNode) -> None:
+        # an admission into a cohort may make a queue borrow, which creates reclaim candidates
+        if node.parent is not None:
+            root = id(node.root())
+            self._root_epoch[root] = self._root_epoch.get(root, 0) + 1

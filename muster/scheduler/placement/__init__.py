@@ -1,0 +1,1 @@
+"""Placement: filters, scores, device choice, topology and all-or-nothing gangs."""
