@@ -300,16 +300,16 @@ class _Admitter:
         self.c.tree.add_usages(node, a.usage)  # the preemptor keeps its claim for the cycle
         self._epoch += 1
         msg, details = R.waiting_message([(t.info.wl.name, t.reason) for t in out.targets], node.name)
-        if out.placement is not None and out.placement.pods:
-            details["claim"] = [
-                {
-                    "podSet": p.name,
-                    "placements": [
-                        {"node": pl.node, "gpus": [list(g) for g in pl.gpus]} for pl in p.placements
-                    ],
-                }
-                for p in self._pod_sets(w, a, out.placement)
-            ]
+        placement = out.placement if out.placement is not None else GangPlacement()
+        details["claim"] = [
+            {
+                "podSet": p.name,
+                "count": p.count,
+                "flavors": p.flavors,
+                "placements": [{"node": pl.node, "gpus": [list(g) for g in pl.gpus]} for pl in p.placements],
+            }
+            for p in self._pod_sets(w, a, placement)
+        ]
         self.d.pending.append(Pending(w, R.WAITING_FOR_PREEMPTION, msg, details))
 
     def _pod_sets(self, w: PendingWorkload, a: Assignment, placement: GangPlacement) -> list[PodSetAdmission]:

@@ -290,6 +290,8 @@ def _pick_node(ctx: PreemptionCtx, rules: Rules, spec: PodSpec, allow_borrowing:
     mask = placer.static(spec) & (count > 0)
     if len(spec.cols):
         mask &= (table.free[:, spec.cols] + freed >= spec.vals).all(axis=1)
+    if spec.gpus and not table.gpu_free.shape[1]:
+        return -1  # no node has a GPU device at all
     if spec.gpus:
         after = table.gpu_free + dev
         if spec.is_share:
