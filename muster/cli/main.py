@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Command modules register on `app` when imported; keep this list sorted.
-from muster.cli import sched, version  # noqa: F401
+from muster.cli import sched, sim, version  # noqa: F401
 from muster.cli.app import app
 
 

@@ -1,0 +1,162 @@
+"""``muster sim``: trace-driven simulation with the scheduler core.
+
+``muster sim openb`` runs the FGD fill-up experiment on Alibaba's GPU-sharing trace;
+``muster sim philly`` replays Microsoft's Philly jobs on a virtual clock. Both print a table
+(or, with ``-o json``, exactly one JSON object on stdout), show progress on stderr, and
+write CSV, PNG and Markdown reports into ``--out``. Exit status 2: bad options or a trace
+that is missing or malformed (each problem names the file, row and column).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from muster.api.errors import InvalidObject
+from muster.cli.app import app, console, err_console
+from muster.scheduler import PLACEMENT_POLICIES
+
+__all__ = ["parse_seeds", "sim_app"]
+
+sim_app = typer.Typer(
+    name="sim", help="Replay real workload traces through the scheduler core.", no_args_is_help=True
+)
+app.add_typer(sim_app)
+
+FGD_POLICIES = "random,dotprod,gpu-clustering,gpu-packing,bestfit,fgd"
+T = TypeVar("T")
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51``, ``42,45`` or a mix (``42-44,50``) -> sorted distinct seeds."""
+    seeds: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise typer.BadParameter(
+                f"{part!r} is not a seed or a range like 42-51", param_hint="--seeds"
+            ) from None
+        if b < a:
+            raise typer.BadParameter(f"range {part!r} runs backwards; write {b}-{a}", param_hint="--seeds")
+        seeds.update(range(a, b + 1))
+    if not seeds:
+        raise typer.BadParameter("give at least one seed, e.g. 42 or 42-51", param_hint="--seeds")
+    return sorted(seeds)
+
+
+def parse_policies(text: str, known: tuple[str, ...], hint: str) -> list[str]:
+    names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    bad = [p for p in names if p not in known]
+    if bad or not names:
+        raise typer.BadParameter(
+            f"unknown {', '.join(repr(b) for b in bad) or 'empty list'}; choose from {', '.join(known)}",
+            param_hint=hint,
+        )
+    return names
+
+
+@sim_app.command("openb")
+def openb_cmd(
+    nodes: str = typer.Option(
+        "openb_node_list_gpu_node", help="Node list: a file name in alibaba-gpu-v2023/csv or a path."
+    ),
+    pods: str = typer.Option(
+        "openb_pod_list_default", help="Pod list: a file name in alibaba-gpu-v2023/csv or a path."
+    ),
+    policy: str = typer.Option(FGD_POLICIES, "--policy", help="Placement policies, comma-separated."),
+    seeds: str = typer.Option("42-51", help="Seeds, e.g. 42-51 or 42,43."),
+    ratio: float = typer.Option(1.3, min=0.01, help="Inflate arrivals to this multiple of GPU capacity."),
+    coverage: float = typer.Option(0.95, min=0.01, max=1.0, help="Share of pods the typical pod set covers."),
+    jobs: int = typer.Option(1, min=1, help="Worker processes (one run each at a time)."),
+    out: Path = typer.Option(Path("sim-results"), help="Directory for the CSV, PNG and Markdown reports."),
+    trace_dir: Path | None = typer.Option(
+        None, help="Traces root (default MUSTER_TRACES_DIR or ../shared/traces)."
+    ),
+    output: Output = typer.Option(Output.table, "-o", "--output", help="table (default) or json."),
+) -> None:
+    """FGD fill-up experiment (reference/perf.md §2.1): allocation and fragmentation as pods arrive.
+
+    Pods are shuffled per seed, inflated to --ratio x GPU capacity by sampling with
+    replacement, and placed one at a time by the scheduler core; failed pods are dropped.
+    Prints the median allocation at 90/95/100/110/130% arrived (and the paper's numbers
+    where they exist) and writes openb-<pods>.csv/.png/.md into --out.
+    """
+    from muster.sim.expected import load_expected
+    from muster.sim.fillup_report import summary_json, terminal_table, write_csv, write_markdown, write_plot
+    from muster.sim.fillup_runs import OpenbSetup, load_workload, median_curves, run_all
+    from muster.sim.traces import trace_dir as find_traces
+
+    policies = parse_policies(policy, PLACEMENT_POLICIES, "--policy")
+    seed_list = parse_seeds(seeds)
+    root = _checked(lambda: find_traces(trace_dir))
+    setup = OpenbSetup(root, nodes, pods, ratio, coverage)
+    work = _checked(lambda: load_workload(setup))
+    total = len(policies) * len(seed_list)
+    with _progress(f"fill-up {setup.workload_name}", total) as advance:
+        runs = run_all(
+            setup,
+            policies,
+            seed_list,
+            jobs,
+            on_done=lambda r: advance(f"{r.policy} seed {r.seed}"),
+            work=work,
+        )
+    medians = median_curves(runs)
+    expected = load_expected(root, setup.workload_name, ratio) if setup.default_cluster else None
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"openb-{setup.workload_name}"
+    write_csv(out / f"{stem}.csv", runs)
+    write_plot(out / f"{stem}.png", medians, expected, f"{setup.workload_name}, {len(seed_list)} seeds")
+    write_markdown(out / f"{stem}.md", setup, runs, medians, expected, f"{stem}.csv", f"{stem}.png")
+    if output is Output.json:
+        print(json.dumps(summary_json(runs, medians, expected)))
+        return
+    console.print(terminal_table(medians, expected, len(seed_list)))
+    console.print(f"reports: {out / stem}.md, .csv, .png")
+
+
+def _checked(fn: Callable[[], T]) -> T:
+    """Run a loader; print a missing or malformed trace as errors and exit 2."""
+    from muster.sim.traces import TraceNotFound
+
+    try:
+        return fn()
+    except TraceNotFound as exc:
+        err_console.print(str(exc))
+        raise typer.Exit(2) from exc
+    except InvalidObject as exc:
+        for e in exc.errors:
+            err_console.print(str(e))
+        raise typer.Exit(2) from exc
+    except ValueError as exc:
+        err_console.print(str(exc))
+        raise typer.Exit(2) from exc
+
+
+@contextmanager
+def _progress(what: str, total: int) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr; yields ``advance(description)``."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(what, total=total)
+
+        def advance(done: str) -> None:
+            bar.update(task, advance=1, description=f"{what}: {done}")
+
+        yield advance
