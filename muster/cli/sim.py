@@ -39,6 +39,13 @@ class Output(StrEnum):
     json = "json"
 
 
+# options every sim command has
+JOBS = typer.Option(1, min=1, help="Worker processes (one run each at a time).")
+OUT = typer.Option(Path("sim-results"), help="Directory for the CSV, PNG and Markdown reports.")
+TRACE_DIR = typer.Option(None, help="Traces root (default MUSTER_TRACES_DIR or ../shared/traces).")
+OUTPUT = typer.Option(Output.table, "-o", "--output", help="table (default) or json.")
+
+
 def parse_seeds(text: str) -> list[int]:
     """``42-51``, ``42,45`` or a mix (``42-44,50``) -> sorted distinct seeds."""
     seeds: set[int] = set()
@@ -83,12 +90,10 @@ def openb_cmd(
     seeds: str = typer.Option("42-51", help="Seeds, e.g. 42-51 or 42,43."),
     ratio: float = typer.Option(1.3, min=0.01, help="Inflate arrivals to this multiple of GPU capacity."),
     coverage: float = typer.Option(0.95, min=0.01, max=1.0, help="Share of pods the typical pod set covers."),
-    jobs: int = typer.Option(1, min=1, help="Worker processes (one run each at a time)."),
-    out: Path = typer.Option(Path("sim-results"), help="Directory for the CSV, PNG and Markdown reports."),
-    trace_dir: Path | None = typer.Option(
-        None, help="Traces root (default MUSTER_TRACES_DIR or ../shared/traces)."
-    ),
-    output: Output = typer.Option(Output.table, "-o", "--output", help="table (default) or json."),
+    jobs: int = JOBS,
+    out: Path = OUT,
+    trace_dir: Path | None = TRACE_DIR,
+    output: Output = OUTPUT,
 ) -> None:
     """FGD fill-up experiment (reference/perf.md §2.1): allocation and fragmentation as pods arrive.
 
@@ -160,3 +165,97 @@ def _progress(what: str, total: int) -> Iterator[Callable[[str], None]]:
             bar.update(task, advance=1, description=f"{what}: {done}")
 
         yield advance
+
+
+class Preemption(StrEnum):
+    off = "off"
+    on = "on"
+    both = "both"
+
+
+@sim_app.command("philly")
+def philly_cmd(
+    policy: str = typer.Option("fifo", "--policy", help="fifo, priority, fair; comma-separated to compare."),
+    preemption: Preemption = typer.Option(Preemption.off, help="off, on, or both (each policy twice)."),
+    checkpoint_interval: float = typer.Option(
+        1800.0,
+        min=0,
+        help="Seconds between checkpoints; a preempted job loses what it ran since the last (0: all).",
+    ),
+    requeue_delay: float = typer.Option(
+        30.0, min=0, help="Seconds a preempted job takes to stop before it requeues."
+    ),
+    nodes: int | None = typer.Option(
+        None, min=1, help="Nodes (default 100, or 16 with --pollux; or the config's)."
+    ),
+    gpus_per_node: int | None = typer.Option(
+        None, min=1, help="GPUs per node (default 8, or 4 with --pollux)."
+    ),
+    config: Path | None = typer.Option(
+        None, help="YAML with cluster and queues (quotas); see docs/simulator.md."
+    ),
+    start_day: float = typer.Option(
+        0.0, min=0, help="Replay from this many days after the first submission."
+    ),
+    days: float | None = typer.Option(None, min=0.001, help="Replay this many days (default: to the end)."),
+    pollux: int = typer.Option(0, min=0, help="Sample this many jobs as Pollux does (e.g. 160) instead."),
+    sample_seed: int = typer.Option(0, help="Seed of the --pollux sample."),
+    interval: float = typer.Option(
+        0.0, min=0, help="Scheduling period in seconds (0: a cycle at every event)."
+    ),
+    placement: str = typer.Option("binpack", help="Node placement policy of the scheduler core."),
+    seed: int = typer.Option(0, help="Seed of the scheduler's tie-breaking."),
+    trace: str = typer.Option("philly", help="Trace file: a name in philly/ or a path."),
+    jobs: int = JOBS,
+    out: Path = OUT,
+    trace_dir: Path | None = TRACE_DIR,
+    output: Output = OUTPUT,
+) -> None:
+    """Timed replay of Philly jobs: arrivals at submit times, virtual clusters as queues with quotas.
+
+    Jobs run for their durations on identical GPU nodes; each virtual cluster is a
+    ClusterQueue in one cohort (quotas from --config or each one's share of the GPU-time).
+    Prints JCT, queueing delay, utilization and preemptions per policy and writes
+    philly*.csv/.png/.md into --out.
+    """
+    from muster.sim.philly_report import Report, summary_json, terminal_table, write_reports
+    from muster.sim.philly_runs import PhillySetup, load_inputs, run_variants
+    from muster.sim.timed import POLICIES, ReplaySpec
+    from muster.sim.traces import trace_dir as find_traces
+
+    names = parse_policies(policy, POLICIES, "--policy")
+    parse_policies(placement, PLACEMENT_POLICIES, "--placement")
+    modes = {Preemption.off: [False], Preemption.on: [True], Preemption.both: [False, True]}[preemption]
+    specs = [
+        ReplaySpec(p, m, checkpoint_interval, requeue_delay, interval, placement, seed)
+        for p in names
+        for m in modes
+    ]
+    root = _checked(lambda: find_traces(trace_dir))
+    setup = PhillySetup(root, trace, config, nodes, gpus_per_node, start_day, days, pollux, sample_seed)
+    inputs = _checked(lambda: load_inputs(setup))
+    described = {
+        "jobs": len(inputs.jobs),
+        "cluster": f"{inputs.cluster.nodes} nodes x {inputs.cluster.gpus_per_node} GPUs",
+        "quotas": "from " + config.name if config else "derived from GPU-time shares",
+        "checkpoint interval s": checkpoint_interval,
+        "requeue delay s": requeue_delay,
+        "scheduling": f"every {interval:g} s" if interval else "at every event",
+        "placement": placement,
+    }
+    if pollux:
+        described["sample"] = f"Pollux-style, {pollux} jobs, seed {sample_seed}"
+    elif start_day or days:
+        described["window"] = (
+            f"days {start_day:g} to {start_day + days:g}" if days else f"from day {start_day:g}"
+        )
+    with _progress("philly replay", len(specs)) as advance:
+        results = run_variants(setup, specs, jobs, on_done=lambda r: advance(r.spec.name), inputs=inputs)
+    report = Report(results)
+    stem = "philly-pollux" if pollux else "philly"
+    paths = write_reports(out, stem, report, described)
+    if output is Output.json:
+        print(json.dumps(summary_json(report, described)))
+        return
+    console.print(terminal_table(report))
+    console.print(f"reports: {paths[0]} and {len(paths) - 1} more in {out}")

@@ -20,7 +20,7 @@ from rich.table import Table
 from muster.sim.expected import Expected
 from muster.sim.fillup import ARRIVED_MAX, REPORT_POINTS, Binned
 from muster.sim.fillup_runs import OpenbSetup, RunSummary
-from muster.sim.plots import pyplot
+from muster.sim.plots import pyplot, save
 
 __all__ = ["FRAG_POINTS", "summary_json", "terminal_table", "write_csv", "write_markdown", "write_plot"]
 
@@ -123,12 +123,8 @@ def write_plot(path: Path, medians: dict[str, Binned], expected: Expected | None
     ax2.set_xlabel("arrived GPU request, % of capacity")
     ax2.set_ylabel("fragmented GPUs, % of capacity")
     ax1.legend(title="median over seeds" + ("; dotted: paper" if expected else ""), fontsize=8)
-    for ax in (ax1, ax2):
-        ax.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, ax1, ax2)
 
 
 def write_markdown(

@@ -1,15 +1,13 @@
 """Running the fill-up experiment for many (policy, seed) pairs, in parallel if asked.
 
 The trace is loaded and checked once in the calling process (so a bad file fails before any
-work starts) and once per worker process. Workers return only what reports need: the
-binned curves and the counts, not the per-arrival logs. ``jobs`` worker processes (spawned,
-one run each at a time) share the pairs; each run is single-threaded, so the per-run
-seconds are one core's.
+work starts) and once per worker process (:mod:`muster.sim.pool`). Workers return only what
+reports need: the binned curves and the counts, not the per-arrival logs. Each run is
+single-threaded, so the per-run seconds are one core's.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ import numpy as np
 from muster.scheduler import GPU_MILLI, Node, TypicalPod
 from muster.sim import openb
 from muster.sim.fillup import ARRIVED_MAX, Binned, arrivals, binned, run_fillup, typical_set
+from muster.sim.pool import run_items
 
 __all__ = ["OpenbSetup", "RunSummary", "Workload", "load_workload", "median_curves", "run_all"]
 
@@ -94,21 +93,12 @@ def run_all(
     work: Workload | None = None,
 ) -> list[RunSummary]:
     """Every (policy, seed) pair, sorted by policy (as given) then seed."""
-    work = work or load_workload(setup)
     pairs = [(p, s) for p in policies for s in seeds]
     out: list[RunSummary] = []
-    if jobs <= 1 or len(pairs) <= 1:
-        for p, s in pairs:
-            out.append(run_one(work, setup, p, s))
-            if on_done:
-                on_done(out[-1])
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(min(jobs, len(pairs)), initializer=_init_worker, initargs=(setup,)) as pool:
-            for r in pool.imap_unordered(_run_in_worker, pairs):
-                out.append(r)
-                if on_done:
-                    on_done(r)
+    for r in run_items(setup, pairs, load_workload, _run_pair, jobs, inputs=work):
+        out.append(r)
+        if on_done:
+            on_done(r)
     rank = {p: i for i, p in enumerate(policies)}
     out.sort(key=lambda r: (rank[r.policy], r.seed))
     return out
@@ -136,15 +126,5 @@ def _median(rows: list[np.ndarray]) -> np.ndarray:
     return med
 
 
-_WORKER: tuple[OpenbSetup, Workload] | None = None
-
-
-def _init_worker(setup: OpenbSetup) -> None:
-    global _WORKER
-    _WORKER = (setup, load_workload(setup))
-
-
-def _run_in_worker(pair: tuple[str, int]) -> RunSummary:
-    assert _WORKER is not None
-    setup, work = _WORKER
+def _run_pair(work: Workload, setup: OpenbSetup, pair: tuple[str, int]) -> RunSummary:
     return run_one(work, setup, *pair)

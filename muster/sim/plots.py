@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-__all__ = ["pyplot"]
+__all__ = ["pyplot", "save"]
 
 
 def pyplot() -> ModuleType:
@@ -20,3 +22,12 @@ def pyplot() -> ModuleType:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save(fig: Any, path: Path, *axes: Any) -> None:
+    """Grid the ``axes``, lay the figure out, write it as a PNG and free it."""
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)

@@ -87,7 +87,7 @@ def read_csv(path: Path, required: Sequence[str]) -> CsvTable:
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
-        rows = list(reader)
+        rows = [row for row in reader if row]  # a blank line (often the last) is no row
     errors = [
         FieldError(f"{path.name}:1", f"must have a column {name!r}", header, "the header lists the columns")
         for name in required

@@ -30,3 +30,13 @@ def write_openb(root: Path, nodes: str = TINY_NODES, pods: str = TINY_PODS) -> P
     (folder / "tiny_nodes.csv").write_text(nodes)
     (folder / "tiny_pods.csv").write_text(pods)
     return root
+
+
+def write_philly(root: Path, rows: list[tuple[str, float, int, str]], name: str = "tiny") -> Path:
+    """A trace root holding ``philly/<name>.csv`` with (timestamp, duration, gpus, vc) rows."""
+    folder = root / "philly"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    lines += [f"{ts},{d},{g},{d * g},{vc}" for ts, d, g, vc in rows]
+    (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")
+    return root
