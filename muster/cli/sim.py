@@ -103,7 +103,7 @@ def openb_cmd(
     where they exist) and writes openb-<pods>.csv/.png/.md into --out.
     """
     from muster.sim.expected import load_expected
-    from muster.sim.fillup_report import summary_json, terminal_table, write_csv, write_markdown, write_plot
+    from muster.sim.fillup_report import summary_json, terminal_table, write_reports
     from muster.sim.fillup_runs import OpenbSetup, load_workload, median_curves, run_all
     from muster.sim.traces import trace_dir as find_traces
 
@@ -124,16 +124,12 @@ def openb_cmd(
         )
     medians = median_curves(runs)
     expected = load_expected(root, setup.workload_name, ratio) if setup.default_cluster else None
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"openb-{setup.workload_name}"
-    write_csv(out / f"{stem}.csv", runs)
-    write_plot(out / f"{stem}.png", medians, expected, f"{setup.workload_name}, {len(seed_list)} seeds")
-    write_markdown(out / f"{stem}.md", setup, runs, medians, expected, f"{stem}.csv", f"{stem}.png")
+    report = write_reports(out, setup, runs, medians, expected)
     if output is Output.json:
         print(json.dumps(summary_json(runs, medians, expected)))
         return
     console.print(terminal_table(medians, expected, len(seed_list)))
-    console.print(f"reports: {out / stem}.md, .csv, .png")
+    console.print(f"reports: {report} and its .csv and .png")
 
 
 def _checked(fn: Callable[[], T]) -> T:

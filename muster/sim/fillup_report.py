@@ -22,7 +22,15 @@ from muster.sim.fillup import ARRIVED_MAX, REPORT_POINTS, Binned
 from muster.sim.fillup_runs import OpenbSetup, RunSummary
 from muster.sim.plots import pyplot, save
 
-__all__ = ["FRAG_POINTS", "summary_json", "terminal_table", "write_csv", "write_markdown", "write_plot"]
+__all__ = [
+    "FRAG_POINTS",
+    "summary_json",
+    "terminal_table",
+    "write_csv",
+    "write_markdown",
+    "write_plot",
+    "write_reports",
+]
 
 FRAG_POINTS = (80, 90)  # where the paper reports fragmentation (Fig. 7)
 
@@ -85,6 +93,25 @@ def terminal_table(medians: dict[str, Binned], expected: Expected | None, seeds:
         ]
         t.add_row(policy, *cells)
     return t
+
+
+def write_reports(
+    out: Path,
+    setup: OpenbSetup,
+    runs: Sequence[RunSummary],
+    medians: dict[str, Binned],
+    expected: Expected | None,
+) -> Path:
+    """``openb-<pods>.csv``, ``.png`` and ``.md`` in ``out``; returns the Markdown's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"openb-{setup.workload_name}"
+    seeds = len({r.seed for r in runs})
+    write_csv(out / f"{stem}.csv", runs)
+    write_plot(
+        out / f"{stem}.png", medians, expected, f"{setup.workload_name}, {seeds} seed{'s' * (seeds != 1)}"
+    )
+    write_markdown(out / f"{stem}.md", setup, runs, medians, expected, f"{stem}.csv", f"{stem}.png")
+    return out / f"{stem}.md"
 
 
 def write_csv(path: Path, runs: Sequence[RunSummary]) -> None:
