@@ -70,11 +70,6 @@ class Assignment:
     need_preemption: list[FR] = field(default_factory=list)
     shortfalls: list[Shortfall] = field(default_factory=list)
 
-    def flavor_of(self, pod_set: int) -> str:
-        """The flavor of a pod set (the first group's, used for node selection)."""
-        fl = self.flavors[pod_set]
-        return next(iter(fl.values())) if fl else ""
-
 
 class FlavorPlan:
     """The eligible flavors of one workload's pod sets in one cluster queue."""

@@ -74,15 +74,28 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file (``.json`` is read as JSON, anything else as
-    YAML); raises InvalidObject with field paths, or OSError."""
+    """Read and validate a scenario file (YAML; JSON, faster for big files, when it ends in
+    ``.json`` or starts with ``{``); raises InvalidObject with field paths, or OSError."""
     p = Path(path)
     text = p.read_text(encoding="utf-8")
     try:
-        doc = json.loads(text) if p.suffix == ".json" else yaml.load(text, Loader=yaml.CSafeLoader)
+        doc = _parse(text, p.suffix == ".json")
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise InvalidObject([FieldError("", f"not valid YAML or JSON: {exc}")]) from exc
     return parse_scenario(doc, str(p))
+
+
+def _parse(text: str, is_json: bool) -> Any:
+    # JSON is YAML too and parses ~30x faster, which matters for files with tens of
+    # thousands of workloads; a YAML file that is really JSON takes the fast path
+    if is_json:
+        return json.loads(text)
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
 def parse_scenario(doc: Any, source: str = "") -> Scenario:

@@ -198,20 +198,10 @@ class Placer:
 
     def release(self, placement: GangPlacement) -> None:
         """Unbind a placement (a failed gang, a trial, or an admission taken back)."""
-        self.unbind(placement)
-        placement.pods.clear()
-
-    def unbind(self, placement: GangPlacement) -> None:
-        """Release the placement's pods from the table but keep the record (see rebind)."""
         for pod in reversed(placement.pods):
             s = pod.spec
             self.table.unbind(pod.node, s.cols, s.vals, pod.devices, pod.milli, s.tag)
-
-    def rebind(self, placement: GangPlacement) -> None:
-        """Bind a placement again exactly as it was (after :meth:`unbind`)."""
-        for pod in placement.pods:
-            s = pod.spec
-            self.table.bind(pod.node, s.cols, s.vals, pod.devices, pod.milli, s.tag)
+        placement.pods.clear()
 
     # -- internals ------------------------------------------------------------------------
 
