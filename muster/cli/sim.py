@@ -119,7 +119,7 @@ def openb_cmd(
             policies,
             seed_list,
             jobs,
-            on_done=lambda r: advance(f"{r.policy} seed {r.seed}"),
+            on_done=lambda r: advance(f"{r.policy} seed {r.seed}", 1.0),
             work=work,
         )
     medians = median_curves(runs)
@@ -151,14 +151,14 @@ def _checked(fn: Callable[[], T]) -> T:
 
 
 @contextmanager
-def _progress(what: str, total: int) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr; yields ``advance(description)``."""
+def _progress(what: str, total: int) -> Iterator[Callable[[str, float], None]]:
+    """A progress bar on stderr; yields ``advance(description, steps)``."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(what, total=total)
 
-        def advance(done: str) -> None:
-            bar.update(task, advance=1, description=f"{what}: {done}")
+        def advance(now: str, steps: float) -> None:
+            bar.update(task, advance=steps, description=f"{what}: {now}")
 
         yield advance
 
@@ -246,7 +246,14 @@ def philly_cmd(
             f"days {start_day:g} to {start_day + days:g}" if days else f"from day {start_day:g}"
         )
     with _progress("philly replay", len(specs)) as advance:
-        results = run_variants(setup, specs, jobs, on_done=lambda r: advance(r.spec.name), inputs=inputs)
+        results = run_variants(
+            setup,
+            specs,
+            jobs,
+            on_done=lambda r: advance(r.spec.name, 1.0),
+            inputs=inputs,
+            on_progress=lambda spec, share: advance(f"{spec.name} {share:.0%}", 0.0),
+        )
     report = Report(results)
     stem = "philly-pollux" if pollux else "philly"
     paths = write_reports(out, stem, report, described)

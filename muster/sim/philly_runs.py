@@ -75,10 +75,22 @@ def run_variants(
     jobs: int = 1,
     on_done: Callable[[ReplayResult], None] | None = None,
     inputs: PhillyInputs | None = None,
+    on_progress: Callable[[ReplaySpec, float], None] | None = None,
 ) -> list[ReplayResult]:
-    """One replay per spec, returned in the order given."""
+    """One replay per spec, returned in the order given. ``on_progress`` hears how far each
+    replay is (share of arrivals) when they run in this process (``jobs`` 1)."""
     out: list[ReplayResult] = []
-    for r in run_items(setup, list(specs), load_inputs, _run_spec, jobs, inputs=inputs):
+    if jobs <= 1 and on_progress is not None:
+        data = inputs if inputs is not None else load_inputs(setup)
+
+        def one(spec: ReplaySpec) -> ReplayResult:
+            replay = TimedReplay(data.jobs, data.cluster, data.queues, spec)
+            return replay.run(progress=lambda share: on_progress(spec, share))
+
+        results = (one(spec) for spec in specs)
+    else:
+        results = run_items(setup, list(specs), load_inputs, _run_spec, jobs, inputs=inputs)
+    for r in results:
         out.append(r)
         if on_done:
             on_done(r)

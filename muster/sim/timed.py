@@ -206,6 +206,7 @@ class TimedReplay:
         a = 0
         dirty = False
         next_tick = 0.0
+        next_report = 0
         while True:
             t_arr = jobs.submit[arrivals[a]] if a < len(arrivals) else math.inf
             t_done = self.completions[0][0] if self.completions else math.inf
@@ -232,8 +233,9 @@ class TimedReplay:
                 dirty = self._cycles()
                 if spec.interval > 0:
                     next_tick = (math.floor(t / spec.interval) + 1) * spec.interval
-            if progress is not None and a % 1000 == 0:
+            if progress is not None and a >= next_report:
                 progress(a / max(len(arrivals), 1))
+                next_report = a + max(len(arrivals) // 200, 1)
         return self._result(time.perf_counter() - started)
 
     def _cycles(self) -> bool:
