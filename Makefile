@@ -1,5 +1,8 @@
 # `make demo` and `make test` are the whole set-up on a fresh machine: each creates .venv
 # when it is missing and installs what it needs (a stamp file per extras set keeps reruns fast).
+# `make demo` runs the real control plane on the embedded default (SQLite, local processes,
+# four fake GPUs; no GPU or torch needed): a two-worker job admitted, run, succeeded, and the
+# environment each replica saw.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "read_server_file", "settings"]
+__all__ = ["Settings", "read_credentials", "read_server_file", "settings"]
 
 
 class Settings(BaseSettings):
@@ -32,6 +32,19 @@ class Settings(BaseSettings):
     store: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the store; default sqlite:///$MUSTER_HOME/muster.db.",
+    )
+    # The server's defaults for `muster doctor` (None: the doctor's own, see docs/operations.md).
+    doctor_idle_threshold: float | None = Field(
+        default=None, description="Percent utilisation under which an allocated GPU counts as idle (5)."
+    )
+    doctor_idle_minutes: float | None = Field(
+        default=None, description="Minutes an allocated GPU must stay idle to be reported (10)."
+    )
+    doctor_pending_minutes: float | None = Field(
+        default=None, description="Minutes a Workload may wait for admission before it is reported (30)."
+    )
+    doctor_restarts: int | None = Field(
+        default=None, description="Gang restarts of an active job that make a restart loop (3)."
     )
 
     @property
@@ -84,3 +97,15 @@ def read_server_file(s: Settings) -> dict[str, str] | None:
         return json.loads(s.server_file.read_text())
     except (OSError, ValueError):
         return None
+
+
+def read_credentials(path: Path) -> dict[str, str] | None:
+    """The ``credentials`` file (``{"user": ..., "token": ...}``) ``muster up`` wrote, or None
+    when it is missing or malformed."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("token"), str):
+        return None
+    return {"user": str(data.get("user", "")), "token": data["token"]}

@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from muster.store import Store, open_store
+from muster.testing import skip_or_fail
+from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_postgres
+
 if TYPE_CHECKING:
     from muster.testing.kubernetes import ControlPlane
 
@@ -22,6 +26,26 @@ def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MUSTER_TOKEN", raising=False)
     monkeypatch.delenv("MUSTER_STORE", raising=False)
     return home
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """An empty SQLite store in the test's temporary directory (watchers poll often)."""
+    opened = open_store(f"sqlite:///{tmp_path / 'muster.db'}", poll_interval=0.05)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def home_store(muster_home: Path) -> Iterator[Store]:
+    """The SQLite store of the test's MUSTER_HOME (where `muster up` would keep it)."""
+    opened = open_store(f"sqlite:///{muster_home / 'muster.db'}", poll_interval=0.05)
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +73,35 @@ def k8s_namespace(k8s_control_plane: ControlPlane, request: pytest.FixtureReques
     yield name
     with k8s_control_plane.admin_client() as api:
         client.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the whole session (each test gets its own database)."""
+    try:
+        server = start_postgres()
+    except PostgresUnavailable as exc:
+        skip_or_fail(str(exc))
+        raise  # unreachable: skip_or_fail raises
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty store, once on SQLite and once on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'muster.db'}"
+    return request.getfixturevalue("postgres_server").create_database()
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """An open store on ``store_url``; watchers poll often so cross-process tests stay quick."""
+    opened = open_store(store_url, poll_interval=0.05)
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from muster.api.base import API_VERSION, Object
+from muster.api.cacheentry import CacheEntry
 from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
@@ -91,6 +92,7 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(PriorityClass, "priorityclasses", ("pc",), namespaced=False),
     _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True),
     _info(Workflow, "workflows", ("wf",), namespaced=True),
+    _info(CacheEntry, "cacheentries", ("ce",), namespaced=True),
     _info(Workload, "workloads", ("wl",), namespaced=True),
     _info(Pod, "pods", ("po",), namespaced=True),
     _info(Event, "events", ("ev",), namespaced=True),

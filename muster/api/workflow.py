@@ -159,6 +159,12 @@ class WorkflowTask(MusterModel):
         return errors
 
     def field_warnings(self, path: str) -> list[FieldError]:
+        if (
+            self.training_job is not None
+            and self.training_job.run_policy.ttl_seconds_after_finished is not None
+        ):
+            where = child_path(path, "trainingJob", "runPolicy", "ttlSecondsAfterFinished")
+            return [FieldError(where, "ignored: a workflow keeps its jobs until the workflow is deleted")]
         if self.template is None:
             return []
         return template_warnings(self.template, child_path(path, "template"), restart_by="retryStrategy")
@@ -261,12 +267,24 @@ class TaskNode(MusterModel):
     message: str = Field(default="", description="Human-readable detail.")
     started_at: str | None = Field(default=None, description="When the first attempt started (UTC).")
     finished_at: str | None = Field(default=None, description="When it finished (UTC).")
-    attempts: int = Field(default=0, ge=0, description="Attempts so far.")
+    attempts: int = Field(default=0, ge=0, description="Attempts so far (across `muster retry`).")
+    attempts_before_retry: int = Field(
+        default=0,
+        ge=0,
+        description="Attempts made before the last `muster retry`; retryStrategy.limit counts after.",
+    )
     cache_key: str | None = Field(
         default=None, description="SHA-256 cache key of the task definition and inputs."
     )
     cache_hit: bool = Field(default=False, description="Whether outputs came from the cache.")
     outputs: TaskOutputs = Field(default_factory=TaskOutputs, description="Recorded outputs.")
+    retry_at: str | None = Field(
+        default=None, description="When the next attempt may start (retryStrategy backoff, UTC)."
+    )
+    item: Any = Field(default=None, description="The withItems/withParam item of this run.")
+    children: list[str] = Field(
+        default_factory=list, description="The runs of a fanned-out task, e.g. train(0), train(1)."
+    )
 
 
 class WorkflowStatus(MusterModel):
@@ -280,6 +298,9 @@ class WorkflowStatus(MusterModel):
     started_at: str | None = Field(default=None, description="When it started (UTC).")
     finished_at: str | None = Field(default=None, description="When it finished (UTC).")
     message: str = Field(default="", description="Why it failed, if it did.")
+    retries: int = Field(
+        default=0, ge=0, description="`muster retry` requests carried out (the muster.dev/retry annotation)."
+    )
     conditions: list[Condition] = Field(default_factory=list, description="Conditions.")
 
 

@@ -100,6 +100,10 @@ def _check_task_output(
     declared = [p.name for p in getattr(by_name[source].outputs, group)]
     if name not in declared:
         return f"{{{{{ref}}}}}: task {source!r} declares no output {group[:-1]} {name!r}"
+    fans_out = by_name[source].with_items is not None or by_name[source].with_param is not None
+    if group == "artifacts" and fans_out:
+        # Its runs write one artifact each; there is no one artifact to hand on.
+        return f"{{{{{ref}}}}}: task {source!r} fans out (withItems/withParam); pass parameters instead"
     return None
 
 

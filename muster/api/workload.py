@@ -114,6 +114,12 @@ class WorkloadSpec(MusterModel):
 class PodPlacement(MusterModel):
     node: str = Field(description="Node the pod is placed on.")
     gpus: list[int] = Field(default_factory=list, description="GPU device indices on that node.")
+    gpu_milli: int | None = Field(
+        default=None,
+        ge=1,
+        le=999,
+        description="Share of its GPU in thousandths, for a shared pod (memory-sized shares differ by node).",
+    )
 
 
 class PodSetAssignment(MusterModel):

@@ -3,7 +3,24 @@
 from __future__ import annotations
 
 # Command modules register on `app` when imported; keep this list sorted.
-from muster.cli import sched, sim, version  # noqa: F401
+from muster.cli import (  # noqa: F401
+    apply,
+    delete,
+    demo,
+    describe,
+    doctor,
+    get,
+    logs,
+    node,
+    retry,
+    sched,
+    sim,
+    suspend,
+    top,
+    up,
+    version,
+    why,
+)
 from muster.cli.app import app
 
 

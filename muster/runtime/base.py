@@ -16,6 +16,7 @@ Timestamps are RFC 3339 UTC strings with a ``Z`` suffix, as on the wire.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +33,10 @@ __all__ = [
     "Container",
     "ContainerStatus",
     "DeviceBinding",
+    "GangLaunch",
+    "GangMember",
     "GpuDevice",
+    "GpuFault",
     "GpuSample",
     "LaunchError",
     "MigDevice",
@@ -50,6 +54,7 @@ __all__ = [
     "Runtime",
     "StopReason",
     "SupportsFaultInjection",
+    "SupportsGangStart",
     "SupportsGpuMetrics",
     "SupportsLogs",
     "SupportsReadoption",
@@ -259,7 +264,8 @@ class PodLaunch:
     """Everything a runtime needs to start a pod. Wire: a Pod with ``spec.nodeName`` set.
 
     ``termination_grace_seconds`` is ``spec.terminationGracePeriodSeconds`` (default 30):
-    the grace a stop uses when the caller gives none.
+    the grace a stop uses when the caller gives none. ``node`` is ``spec.nodeName`` (a
+    runtime with several nodes starts the pod there).
     """
 
     ref: PodRef
@@ -267,6 +273,7 @@ class PodLaunch:
     volumes: tuple[Volume, ...] = ()
     termination_grace_seconds: float = 30.0
     labels: Mapping[str, str] = field(default_factory=dict)
+    node: str = ""
 
 
 @dataclass(frozen=True)
@@ -312,6 +319,8 @@ class PodReason(StrEnum):
     DEADLINE_EXCEEDED = StopReason.DEADLINE_EXCEEDED.value
     EVICTED = StopReason.EVICTED.value
     GPU_UNHEALTHY = StopReason.GPU_UNHEALTHY.value
+    # the runtime could not place the whole gang (SupportsGangStart): nothing of it ran
+    GANG_START_FAILED = "GangStartFailed"
 
 
 STOP_REASONS = frozenset(PodReason(r.value) for r in StopReason)
@@ -435,6 +444,56 @@ class Runtime(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class GangMember:
+    """One pod of a gang: what :meth:`Runtime.start` would take, plus the node the scheduler
+    chose for it (wire: ``spec.nodeName``)."""
+
+    pod: PodLaunch
+    devices: DeviceBinding
+    node: str
+
+
+@dataclass(frozen=True)
+class GangLaunch:
+    """Every not-yet-started pod of one admitted Workload, started as one unit.
+
+    Wire: the Workload (``namespace``/``name``/``uid``) and its Pods labelled
+    ``muster.dev/workload=<name>``. ``timeout_seconds`` bounds how long the runtime may wait
+    for the whole gang to be placed before it gives up.
+    """
+
+    namespace: str
+    workload: str
+    uid: str
+    members: tuple[GangMember, ...]
+    timeout_seconds: float = 60.0
+
+
+class SupportsGangStart(ABC):
+    """A runtime that must start a gang as one unit: a Ray placement group whose bundles are
+    pinned to the scheduler's nodes, a set of Kubernetes Bindings.
+
+    The executor calls :meth:`start_gang` instead of :meth:`Runtime.start` once every pod of
+    an admitted Workload exists, and never starts a member alone. All or none: until the whole
+    gang is placed every member is reported Pending; if it cannot be placed within
+    ``timeout_seconds`` (or a bind fails), the runtime releases whatever it reserved and
+    reports every member Failed with reason :attr:`PodReason.GANG_START_FAILED` and a message
+    naming the cause, and no member's process runs. The executor then evicts the Workload
+    with that reason, so it is requeued without counting against any backoff
+    (docs/control-plane.md, "Gangs on distributed runtimes").
+    """
+
+    @abstractmethod
+    def start_gang(self, gang: GangLaunch) -> list[str]:
+        """Begin starting every member; return warnings (as :meth:`Runtime.start` does).
+
+        Returns at once: readiness is reported through :meth:`Runtime.poll`. Raises
+        :class:`LaunchError` for a gang that can never start (nothing is reserved then) and
+        :class:`PodExists` when a member is already known.
+        """
+
+
 class SupportsLogs(ABC):
     """A runtime that keeps each container's output and can stream it."""
 
@@ -446,15 +505,18 @@ class SupportsLogs(ABC):
         *,
         follow: bool = False,
         previous: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[str]:
         """Yield the container's output as text lines (newline kept), from the beginning.
 
         ``pod.uid`` may be empty: logs are kept per namespace/name, across incarnations.
         ``container`` may be omitted when the pod has one container; otherwise the error
         lists the names. ``follow`` keeps yielding new output until the container has ended
-        and its output is drained (a pod that is not running ends the stream at once).
-        ``previous`` reads the preceding incarnation's output instead (never followed).
-        Raises :class:`PodNotFound` when there is no such log, naming what exists.
+        and its output is drained (a pod that is not running ends the stream at once), or
+        until ``cancel`` is set (the reader went away): the stream then ends within a
+        moment, without waiting for more output. ``previous`` reads the preceding
+        incarnation's output instead (never followed). Raises :class:`PodNotFound` at the
+        call, before anything is yielded, when there is no such log, naming what exists.
         """
 
 
@@ -481,12 +543,34 @@ class SupportsGpuMetrics(ABC):
         """One sample per GPU of the node(s), in index order; empty without GPUs."""
 
 
+@dataclass(frozen=True)
+class GpuFault:
+    """What fault injection does to one GPU: for tests and drills only, never in production.
+
+    ``xid`` reports an XID error as NVML's XidCriticalError event would (a critical one makes
+    the GPU unhealthy; an application error such as 13 or 31 does not); ``lost`` makes the GPU
+    fall off the bus (NVML_ERROR_GPU_IS_LOST: unhealthy, no readings); ``clear`` forgets
+    every injected fault (healthy again). The readings, when given, are what the GPU reports
+    from now on (``utilization_pct`` 0-100). Fields left None change nothing.
+    """
+
+    gpu: int
+    xid: int | None = None
+    lost: bool = False
+    clear: bool = False
+    utilization_pct: float | None = None
+    memory_used_bytes: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+
+
 class SupportsFaultInjection(ABC):
     """A runtime whose GPU health can be overridden, to test how the system reacts to faults."""
 
     @abstractmethod
-    def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
-        """Mark GPU ``index`` (un)healthy as if the driver reported it; ``nodes()`` shows it.
-
-        Raises KeyError naming the known indices for an unknown GPU.
+    def inject_gpu_fault(self, node: str, fault: GpuFault) -> GpuDevice:
+        """Apply ``fault`` to GPU ``fault.gpu`` of ``node``; returns the device as :meth:`nodes`
+        reports it from now on. Only fake GPUs take faults: a runtime with real GPUs raises
+        :class:`PodRuntimeError` saying so. Raises KeyError naming the known nodes or GPUs
+        for an unknown one.
         """

@@ -109,7 +109,9 @@ class Store(Protocol):
       ``resourceVersion``; it ignores any of those the caller sent.
     * ``update`` replaces ``metadata`` (labels, annotations, ownerReferences, finalizers)
       and ``spec`` but keeps ``status``; ``generation`` increments only when ``spec``
-      changed. ``update_status`` replaces only ``status`` and never bumps generation.
+      changed; it may set ``metadata.deletionTimestamp`` once (a graceful-deletion request,
+      which then stays), never clear it. ``update_status`` replaces only ``status`` and
+      never bumps generation.
       Both raise :class:`Conflict` when the caller's ``metadata.resourceVersion`` is set
       and is not current; an absent resourceVersion means "last write wins".
     * ``delete`` removes the object (no finalizer wait in the embedded store) and
@@ -164,6 +166,10 @@ class Store(Protocol):
 
     def revision(self) -> int:
         """The current global revision."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """The number of stored objects per kind (kinds with none are absent)."""
         ...
 
     def close(self) -> None: ...

@@ -1,4 +1,5 @@
-"""Every document in examples/*.yaml validates (so the examples apply as shipped)."""
+"""Every document under examples/ validates (so the examples apply as shipped), except the
+ones under a `broken/` directory, which exist to show the errors and must fail."""
 
 from __future__ import annotations
 
@@ -7,19 +8,56 @@ from pathlib import Path
 import pytest
 import yaml
 
+from muster.api.errors import InvalidObject
 from muster.api.registry import validate
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = sorted(p for p in ROOT.rglob("*.yaml") if "broken" not in p.relative_to(ROOT).parts)
+BROKEN = sorted(p for p in ROOT.rglob("*.yaml") if "broken" in p.relative_to(ROOT).parts)
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_example_validates(path):
+def _docs(path: Path) -> list[dict]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     assert docs, f"{path} holds no documents"
-    for doc in docs:
+    return docs
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_example_validates(path):
+    for doc in _docs(path):
         validate(doc)
 
 
-def test_the_api_examples_are_there():
-    names = {p.name for p in EXAMPLES}
-    assert {"kubeflow-pytorchjob.yaml", "kueue-queues.yaml"} <= names
+@pytest.mark.parametrize("path", BROKEN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_broken_examples_fail(path):
+    with pytest.raises(InvalidObject):
+        for doc in _docs(path):
+            validate(doc)
+
+
+def test_the_examples_are_there():
+    names = {str(p.relative_to(ROOT)) for p in EXAMPLES}
+    assert {
+        "kubeflow-pytorchjob.yaml",
+        "kueue-queues.yaml",
+        "ddp/job.yaml",
+        "ddp/pytorchjob.yaml",
+        "ddp/urgent.yaml",
+        "queues/queues.yaml",
+    } <= names
+
+
+def test_the_ddp_pytorchjob_is_the_ddp_trainingjob():
+    """The Kubeflow manifest converts to the same job as the native one (container name and
+    the clean-up policy, which PyTorchJob users set, aside)."""
+    [native] = _docs(ROOT / "ddp" / "job.yaml")
+    [kubeflow] = _docs(ROOT / "ddp" / "pytorchjob.yaml")
+    a = validate(native).obj
+    b = validate(kubeflow).obj
+    assert a is not None and b is not None
+    for obj in (a, b):
+        for replica in obj["spec"]["replicaSpecs"].values():
+            replica["template"]["spec"]["containers"][0]["name"] = "c"
+        obj["spec"]["runPolicy"].pop("cleanPodPolicy", None)
+        obj["spec"]["runPolicy"].pop("schedulingPolicy", None)
+    assert b["spec"] == a["spec"]

@@ -157,6 +157,28 @@ def test_embedded_training_job_is_checked_with_its_path():
     assert errors_of(wf) == ["spec.tasks[0].trainingJob.replicaSpecs.Master.replicas: must be 1, got 2"]
 
 
+def test_artifacts_of_a_fan_out_cannot_be_passed_on():
+    wf = _wf(
+        _task("a", withItems=[1, 2], outputs={"artifacts": [{"name": "d", "path": "d"}]}),
+        _task("b", "a", inputs={"artifacts": [{"name": "d", "from": "{{tasks.a.outputs.artifacts.d}}"}]}),
+    )
+    assert errors_of(wf) == [
+        "spec.tasks[1].inputs.artifacts[0].from: {{tasks.a.outputs.artifacts.d}}: task 'a' fans out "
+        "(withItems/withParam); pass parameters instead"
+    ]
+
+
+def test_a_ttl_on_an_embedded_job_is_ignored_with_a_warning():
+    job = {
+        "runPolicy": {"ttlSecondsAfterFinished": 0},
+        "replicaSpecs": {"Worker": {"replicas": 1, "template": _pod()}},
+    }
+    assert validate(_wf(_task("t", template=None, trainingJob=job))).warnings == [
+        "spec.tasks[0].trainingJob.runPolicy.ttlSecondsAfterFinished: ignored: a workflow keeps its jobs "
+        "until the workflow is deleted"
+    ]
+
+
 def test_parse_duration():
     assert parse_duration("1h30m") == 5400
     assert parse_duration("500ms") == 0.5

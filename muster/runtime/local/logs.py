@@ -6,17 +6,34 @@ interleaved as written) of the current incarnation of a pod; starting a new inca
 ``<container>.log.1``, replacing the one before, so exactly one previous log is kept, as
 ``kubectl logs --previous`` offers. Logs outlive the pod's records (``release``) and the
 server; deleting them is left to the operator.
+
+:class:`LogFiles` reads them for anyone on the same ``MUSTER_HOME``: the runtime's own
+``logs()`` and a server that has no runtime handle both go through it, so there is one way
+of naming containers, finding the previous log and knowing when a followed log has ended.
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["FOLLOW_INTERVAL", "container_log", "follow_lines", "log_dir", "rotate"]
+from muster.runtime.base import PodNotFound, PodRef, SupportsLogs
+from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir
+from muster.runtime.local.tracking import process_alive
+
+__all__ = [
+    "FOLLOW_INTERVAL",
+    "LogFiles",
+    "container_log",
+    "follow_lines",
+    "log_dir",
+    "rotate",
+    "writer_alive",
+]
 
 # How often a followed log is checked for new output (no inotify in the standard library).
 FOLLOW_INTERVAL = 0.1
@@ -37,6 +54,76 @@ def rotate(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         os.replace(path, path.with_name(path.name + ".1"))
+
+
+class LogFiles(SupportsLogs):
+    """The container logs kept under ``home``, read from the files alone.
+
+    Whether a followed log may still grow is learnt from the runtime's records of the pod's
+    latest incarnation (``run/local/pods/<ns>/<pod>/<uid>/``): no final status yet and its
+    process (or, before it started, its shim) alive. A pod whose records were released has
+    ended, so its log is read to the end and the stream stops.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+
+    def logs(
+        self,
+        pod: PodRef,
+        container: str | None = None,
+        *,
+        follow: bool = False,
+        previous: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[str]:
+        # Checked now, not on the first next(): a caller (the server) answers 404 before it
+        # starts a response.
+        directory = log_dir(self.home, pod.namespace, pod.name)
+        names = sorted(p.name[: -len(".log")] for p in directory.glob("*.log")) if directory.is_dir() else []
+        if not names:
+            raise PodNotFound(f"no logs for pod {pod} on this node")
+        if container is None:
+            if len(names) > 1:
+                raise PodNotFound(f"pod {pod} has several containers; name one of: {', '.join(names)}")
+            container = names[0]
+        if container not in names:
+            raise PodNotFound(f"pod {pod} has no container {container!r} (containers: {', '.join(names)})")
+        path = container_log(self.home, pod.namespace, pod.name, container, previous=previous)
+        if not path.exists():
+            raise PodNotFound(f"container {container!r} of pod {pod} has no previous log")
+        files = self._latest_files(pod, container) if follow and not previous else None
+        if files is None:
+            return follow_lines(path)
+        live = files
+
+        def still_writing() -> bool:
+            return not (cancel is not None and cancel.is_set()) and writer_alive(live)
+
+        return follow_lines(path, still_writing)
+
+    def _latest_files(self, pod: PodRef, container: str) -> ContainerFiles | None:
+        """The files of ``container`` in the pod's newest recorded incarnation, if any."""
+        newest: tuple[float, Path] | None = None
+        for pod_json in (runtime_dir(self.home) / "pods" / pod.namespace / pod.name).glob("*/pod.json"):
+            doc = read_json(pod_json)
+            if doc is not None and (newest is None or doc["created_at"] > newest[0]):
+                newest = (doc["created_at"], pod_json.parent)
+        return ContainerFiles(newest[1], container) if newest is not None else None
+
+
+def writer_alive(files: ContainerFiles) -> bool:
+    """Whether a container may still append to its log: no final status yet and its process
+    (or, before it started, its shim) is alive."""
+    if files.status.exists():
+        return False
+    state = read_json(files.state)
+    if state is not None:
+        return process_alive(state["pid"], state["create_time"]) or process_alive(
+            state["shim_pid"], state["shim_create_time"]
+        )
+    launch = read_json(files.launch)
+    return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
 
 
 def follow_lines(path: Path, still_writing: Callable[[], bool] | None = None) -> Iterator[str]:

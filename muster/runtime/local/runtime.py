@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,8 @@ from typing import Literal
 from muster.config import settings
 from muster.runtime.base import (
     DeviceBinding,
+    GpuDevice,
+    GpuFault,
     GpuSample,
     LaunchError,
     NodeInfo,
@@ -48,7 +51,7 @@ from muster.runtime.base import (
 from muster.runtime.local import logs as logfiles
 from muster.runtime.local.adoption import adopt_pods
 from muster.runtime.local.fake import FakeGpu, FakeGpus
-from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir, write_json
+from muster.runtime.local.files import ContainerFiles, runtime_dir, write_json
 from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
@@ -103,6 +106,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else settings().home
+        self._log_files = logfiles.LogFiles(self.home)
         self.dir = runtime_dir(self.home)
         (self.dir / "pods").mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.dir / "lock")
@@ -135,9 +139,22 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         return self.gpus.samples()
 
     def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
+        """Override what the driver says of GPU ``index`` (real or fake) until set again."""
         if index not in self._devices:
             raise KeyError(f"no GPU {index} on this node (GPUs: {sorted(self._devices)})")
         self._health[index] = (healthy, reason or ("" if healthy else "marked unhealthy"))
+
+    def inject_gpu_fault(self, node: str, fault: GpuFault) -> GpuDevice:
+        if node != self.node_name:
+            raise KeyError(f"no node {node} in this runtime (nodes: {self.node_name})")
+        if not isinstance(self.gpus, FakeGpus):
+            raise PodRuntimeError(
+                f"node {node} has real GPUs: fault injection is for fake GPUs only (muster up --fake-gpus)"
+            )
+        self.gpus.gpu(fault.gpu).apply(fault)
+        if fault.clear:
+            self._health.pop(fault.gpu, None)
+        return next(d for d in self._current_devices() if d.index == fault.gpu)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -149,7 +166,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for other in self._pods.values():
             if (other.ref.namespace, other.ref.name) == (ref.namespace, ref.name) and not _final(other):
                 raise PodExists(f"pod {ref} is still running here as uid {other.ref.uid}; stop it first")
-        gpus = apply_health([self._devices[i] for i in sorted(self._devices)], self._health)
+        gpus = self._current_devices()
         plan = plan_launch(
             pod,
             devices,
@@ -305,27 +322,16 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         *,
         follow: bool = False,
         previous: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[str]:
-        directory = logfiles.log_dir(self.home, pod.namespace, pod.name)
-        names = sorted(p.name[: -len(".log")] for p in directory.glob("*.log")) if directory.is_dir() else []
-        if not names:
-            raise PodNotFound(f"no logs for pod {pod} on this node")
-        if container is None:
-            if len(names) > 1:
-                raise PodNotFound(f"pod {pod} has several containers; name one of: {', '.join(names)}")
-            container = names[0]
-        if container not in names:
-            raise PodNotFound(f"pod {pod} has no container {container!r} (containers: {', '.join(names)})")
-        path = logfiles.container_log(self.home, pod.namespace, pod.name, container, previous=previous)
-        if not path.exists():
-            raise PodNotFound(f"container {container!r} of pod {pod} has no previous log")
-        still_writing = None
-        if follow and not previous:
-            files = self._latest_files(pod, container)
-            still_writing = (lambda: _writer_alive(files)) if files is not None else None
-        return logfiles.follow_lines(path, still_writing)
+        return self._log_files.logs(pod, container, follow=follow, previous=previous, cancel=cancel)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _current_devices(self) -> list[GpuDevice]:
+        # Fake GPUs change health at run time; real ones are read once (health from overrides).
+        devices = self.gpus.devices() if isinstance(self.gpus, FakeGpus) else list(self._devices.values())
+        return apply_health(sorted(devices, key=lambda d: d.index), self._health)
 
     def _launch_shim(self, record: PodRecord, c: ContainerRecord) -> None:
         read_fd, write_fd = os.pipe()
@@ -461,12 +467,6 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             raise PodNotFound(f"pod {pod} (uid {pod.uid}) is not known to this runtime")
         return record
 
-    def _latest_files(self, pod: PodRef, container: str) -> ContainerFiles | None:
-        for record in reversed(list(self._pods.values())):
-            if (record.ref.namespace, record.ref.name) == (pod.namespace, pod.name):
-                return ContainerFiles(record.dir, container)
-        return None
-
     def _check_open(self) -> None:
         if self._closed:
             raise PodRuntimeError("this LocalRuntime is closed")
@@ -474,20 +474,6 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
 
 def _final(record: PodRecord) -> bool:
     return record.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
-
-
-def _writer_alive(files: ContainerFiles) -> bool:
-    """Whether a container may still append to its log: no final status yet and its process
-    (or, before it started, its shim) is alive."""
-    if files.status.exists():
-        return False
-    state = read_json(files.state)
-    if state is not None:
-        return process_alive(state["pid"], state["create_time"]) or process_alive(
-            state["shim_pid"], state["shim_create_time"]
-        )
-    launch = read_json(files.launch)
-    return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
 
 
 def _detach(c: ContainerRecord) -> None:

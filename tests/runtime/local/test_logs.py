@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from muster.runtime.base import Container, DeviceBinding, PodNotFound, PodRef
-from muster.runtime.local.logs import container_log, follow_lines, rotate
-from tests.runtime.local.conftest import launch, py, run_pod
+from muster.runtime.local.logs import LogFiles, container_log, follow_lines, rotate
+from tests.runtime.local.conftest import gated, launch, py, run_pod
 
 
 class TestLogFiles:
@@ -58,6 +60,28 @@ class TestLogFiles:
         pod = launch("ended", Container("main", py("print('x')")))
         run_pod(runtime, pod)
         assert list(runtime.logs(pod.ref, follow=True)) == ["x\n"]
+
+    def test_the_files_alone_follow_as_the_runtime_does(self, runtime, muster_home, tmp_path):
+        gate = tmp_path / "gate"
+        pod = launch("files", Container("main", gated(gate)))
+        runtime.start(pod, DeviceBinding())
+        stream = LogFiles(muster_home).logs(PodRef("default", "files", ""), follow=True)
+        assert next(stream) == "ready\n"
+        gate.touch()
+        assert list(stream) == []  # ends once the process has ended
+
+    def test_cancel_ends_a_follow_of_a_live_container(self, runtime, tmp_path):
+        pod = launch("live", Container("main", gated(tmp_path / "never")))
+        runtime.start(pod, DeviceBinding())
+        cancel = threading.Event()
+        stream = runtime.logs(pod.ref, follow=True, cancel=cancel)
+        assert next(stream) == "ready\n"
+        rest: list[str] = []
+        reader = threading.Thread(target=lambda: rest.extend(stream))
+        reader.start()
+        cancel.set()
+        reader.join(timeout=10)
+        assert not reader.is_alive() and rest == []
 
 
 class TestLogHelpers:

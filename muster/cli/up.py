@@ -1,0 +1,232 @@
+"""``muster up``: the control plane in the foreground: the API server, the defaults, and the
+manager (controllers, scheduler loop and runtime) through the server's start-up hooks.
+
+It binds 127.0.0.1 unless told otherwise, creates the admin token on first start, and
+writes ``$MUSTER_HOME/server.json`` once it listens so the CLI finds it; the file is removed
+at a clean exit. Ctrl-C (or SIGTERM) stops it gracefully.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from muster import __version__
+from muster.cli.app import app, err_console
+from muster.cli.common import EXIT_BAD_INPUT, fail
+from muster.config import Settings, settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from muster.controllers.manager import ManagerConfig
+
+__all__ = ["up"]
+
+DEFAULT_PORT = 7070
+# The scheduler's placement policies (muster.scheduler.PLACEMENT_POLICIES), listed here so the
+# help text does not import the scheduler (and NumPy) for every command.
+_PLACEMENTS = ("binpack", "spread", "bestfit", "dotprod", "gpu-packing", "gpu-clustering", "fgd", "random")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@app.command()
+def up(
+    port: Annotated[
+        int, typer.Option("--port", "-p", min=1, max=65535, help="Port to listen on.")
+    ] = DEFAULT_PORT,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Address to bind; anything but loopback exposes the API to the network."),
+    ] = "127.0.0.1",
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Store URL: sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB "
+            "(default: $MUSTER_STORE, then sqlite:///$MUSTER_HOME/muster.db).",
+            show_default=False,
+        ),
+    ] = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home", help="Muster's directory (default: $MUSTER_HOME, then ~/.muster).", show_default=False
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    runtime: Annotated[
+        str,
+        typer.Option(
+            "--runtime",
+            help="Where pods run: local (processes on this machine) or none (the API server only: "
+            "no controllers, scheduling or pods).",
+        ),
+    ] = "local",
+    fake_gpus: Annotated[
+        str | None,
+        typer.Option(
+            "--fake-gpus",
+            help="Declare N virtual GPUs, N[:MODEL[:MEMORY]] (e.g. 4 or 4:A100:80Gi), for machines "
+            "without GPUs.",
+            show_default=False,
+        ),
+    ] = None,
+    placement: Annotated[
+        str,
+        typer.Option("--placement", help=f"Placement policy of the scheduler: {', '.join(_PLACEMENTS)}."),
+    ] = "binpack",
+) -> None:
+    """Run the Muster control plane in the foreground."""
+    # Imported here: the server, database drivers and uvicorn would slow every other command.
+    import uvicorn
+
+    from muster.server import create_app
+    from muster.server.auth import load_or_create_credentials
+    from muster.server.hooks import server_hooks
+    from muster.store import StoreError, open_store
+
+    s = settings(home=home, store=store)
+    manager = _manager_config(runtime, fake_gpus, placement, s)
+    s.home.mkdir(parents=True, exist_ok=True)
+    _check_port(host, port)
+    creds = load_or_create_credentials(s.credentials_path)
+    try:
+        opened = open_store(s.store_url)
+    except (StoreError, ValueError) as exc:
+        fail(
+            f"cannot open the store {_redacted(s.store_url)}: {exc}",
+            EXIT_BAD_INPUT if isinstance(exc, ValueError) else 1,
+        )
+    except Exception as exc:  # a database that refuses connections, a locked file, ...
+        fail(f"cannot open the store {_redacted(s.store_url)}: {type(exc).__name__}: {exc}")
+    url = f"http://{_url_host(host)}:{port}"
+    if host not in _LOOPBACK:
+        err_console.print(
+            f"warning: listening on {host}: the API is reachable from the network (token required)"
+        )
+    err_console.print(
+        f"Muster {__version__} at {url}\n  store: {_redacted(s.store_url)}\n"
+        f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)\n"
+        f"  dashboard: {url}/ (sign in with the token)",
+        markup=False,
+    )
+    application = create_app(opened, [creds.token], hooks=server_hooks(manager), home=s.home)
+    config = uvicorn.Config(
+        application,
+        host=host,
+        port=port,
+        log_level=log_level,
+        # Open watches would hold shutdown forever; they are cut after this many seconds.
+        timeout_graceful_shutdown=3,
+        access_log=log_level == "debug",
+    )
+    server = _server(config, s, url)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal with the
+    # handler it found; this one unwinds through the `finally` below instead of dying there.
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        server.run()
+    except (KeyboardInterrupt, _Terminated):
+        pass
+    except SystemExit:  # uvicorn's way of saying start-up failed; the reason is logged above
+        raise typer.Exit(1) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        opened.close()
+        _remove_server_file(s, url)
+
+
+def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Settings) -> ManagerConfig | None:
+    """The manager's settings from the options; bad values fail here, before anything starts."""
+    from muster.controllers.manager import RUNTIMES, ManagerConfig
+    from muster.runtime.local.fake import FakeGpuSpecError, parse_fake_gpus
+
+    if runtime == "none":
+        if fake_gpus:
+            fail("--fake-gpus needs a runtime: drop --runtime none", EXIT_BAD_INPUT)
+        return None
+    if runtime not in RUNTIMES:
+        fail(f"--runtime {runtime!r} is unknown; use one of {', '.join((*RUNTIMES, 'none'))}", EXIT_BAD_INPUT)
+    if placement not in _PLACEMENTS:
+        fail(f"--placement {placement!r} is unknown; use one of {', '.join(_PLACEMENTS)}", EXIT_BAD_INPUT)
+    if fake_gpus:
+        try:
+            parse_fake_gpus(fake_gpus)
+        except FakeGpuSpecError as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
+    return ManagerConfig(runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _terminate(_sig: int, _frame: object) -> None:
+    raise _Terminated
+
+
+def _server(config: uvicorn.Config, s: Settings, url: str) -> uvicorn.Server:
+    """A uvicorn.Server that writes server.json once it listens (not before: a CLI that
+    reads the file must find a server that answers)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                _write_server_file(s, url)
+
+    return Server(config)
+
+
+def _check_port(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            fail(
+                f"cannot listen on {host}:{port}: {exc.strerror}; is another `muster up` running? "
+                "Choose another port with --port",
+            )
+
+
+def _write_server_file(s: Settings, url: str) -> None:
+    tmp = s.server_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
+    tmp.replace(s.server_file)
+
+
+def _remove_server_file(s: Settings, url: str) -> None:
+    try:
+        current = json.loads(s.server_file.read_text())
+    except (OSError, ValueError):
+        return
+    # Only our own: a second server on another port may have written it since.
+    if current.get("url") == url and current.get("pid") == os.getpid():
+        s.server_file.unlink(missing_ok=True)
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url

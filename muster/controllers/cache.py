@@ -1,0 +1,261 @@
+"""An informer: the objects the controllers read, kept current from the store's watch.
+
+The controllers read the cache, never the store, so a pass costs no queries; they write to the
+store and put what the store returned into the cache at once (:meth:`Cache.observe`), so the
+rest of the pass sees its own writes. A background thread follows the store's change log and
+applies every change newer than what the cache holds (an object's resourceVersion orders
+its versions), remembers which objects changed (:meth:`Cache.take_changes`) and wakes the
+manager (:meth:`Cache.wait`). A watch that fell behind the retained log re-lists everything.
+
+Cached objects are shared: treat them as read-only and ``copy.deepcopy`` one before editing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+
+from muster.store.base import Obj, Store, TooOld, WatchEvent
+
+__all__ = ["WATCHED_KINDS", "Cache", "Key"]
+
+log = logging.getLogger(__name__)
+
+# (kind, namespace or "", name)
+Key = tuple[str, str, str]
+
+WATCHED_KINDS = (
+    "Node",
+    "ResourceFlavor",
+    "Topology",
+    "ClusterQueue",
+    "Cohort",
+    "LocalQueue",
+    "PriorityClass",
+    "TrainingJob",
+    "Workflow",
+    "Workload",
+    "Pod",
+)
+# Labels the cache indexes Pods by, so a job's or a workload's pods are found without a scan.
+_POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name")
+_TOMBSTONES = 1000
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace") or "", meta["name"]
+
+
+def _rv(obj: Obj) -> int:
+    return int(obj["metadata"].get("resourceVersion") or 0)
+
+
+class Cache:
+    """Objects of :data:`WATCHED_KINDS` by kind and key, plus an index of Pods by label."""
+
+    def __init__(self, store: Store, kinds: Iterable[str] = WATCHED_KINDS) -> None:
+        self.store = store
+        self.kinds = tuple(kinds)
+        self._objects: dict[str, dict[Key, Obj]] = {k: {} for k in self.kinds}
+        # Deleted keys and the revision of their deletion: an older replayed ADDED is stale.
+        self._gone: dict[Key, int] = {}
+        self._pod_index: dict[tuple[str, str, str], set[Key]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._changed: set[Key] = set()
+        self._deleted: dict[Key, Obj] = {}  # last states of objects deleted since take_changes
+        self._dirty = False
+        self._stopped = False
+        self._seen = 0  # the revision the cache has applied every change up to
+        self._watch: Iterator[WatchEvent] | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """List every kind, then follow the change log from before the lists in a thread."""
+        revision = self._relist()
+        self._thread = threading.Thread(
+            target=self._follow, args=(revision,), name="muster-cache", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            watch = self._watch
+            self._wake.notify_all()
+        close = getattr(watch, "close", None)
+        if close is not None:
+            close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        with self._lock:
+            return self._objects[kind].get((kind, namespace or "", name))
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        with self._lock:
+            objs = list(self._objects[kind].values())
+        if namespace is not None:
+            objs = [o for o in objs if (o["metadata"].get("namespace") or "") == namespace]
+        return objs
+
+    def pods_labelled(self, label: str, value: str, namespace: str) -> list[Obj]:
+        """Pods of ``namespace`` whose ``label`` (an indexed one) equals ``value``."""
+        with self._lock:
+            keys = self._pod_index.get((label, namespace, value), set())
+            pods = self._objects["Pod"]
+            return [pods[k] for k in sorted(keys) if k in pods]
+
+    # -- writes seen -----------------------------------------------------------------------
+
+    def observe(self, obj: Obj) -> None:
+        """Take an object the store just returned from a write (newer versions only)."""
+        with self._lock:
+            self._put(obj)
+
+    def forget(self, obj: Obj) -> None:
+        """Drop an object the store just deleted (``obj`` is what ``delete`` returned)."""
+        with self._lock:
+            self._remove(obj)
+
+    def mark(self, keys: Iterable[Key]) -> None:
+        """Ask for another look at ``keys`` (a write that conflicted, a timer that fired)."""
+        with self._lock:
+            self._changed.update(keys)
+            self._dirty = True
+            self._wake.notify_all()
+
+    # -- change tracking --------------------------------------------------------------------
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until something changed (or ``timeout``); True when something did."""
+        with self._lock:
+            self._wake.wait_for(lambda: self._dirty or self._stopped, timeout)
+            return self._dirty
+
+    def caught_up(self, revision: int, timeout: float) -> bool:
+        """Wait until the watch has applied every change up to ``revision`` (tests and tools
+        that wrote to the store and want the cache to show it); False on timeout."""
+        with self._lock:
+            return self._wake.wait_for(lambda: self._seen >= revision or self._stopped, timeout)
+
+    def take_changes(self) -> dict[Key, Obj | None]:
+        """What changed since the last call (cleared): each key with its current object, or
+        with the last state of one deleted meanwhile (None when nothing is known of it)."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+            deleted, self._deleted = self._deleted, {}
+            self._dirty = False
+            return {k: self._objects.get(k[0], {}).get(k) or deleted.get(k) for k in changed}
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _relist(self) -> int:
+        revision = self.store.revision()
+        fresh: dict[str, list[Obj]] = {kind: self.store.list(kind).items for kind in self.kinds}
+        with self._lock:
+            self._seen = max(self._seen, revision)
+            self._objects = {k: {} for k in self.kinds}
+            self._pod_index.clear()
+            self._gone.clear()
+            for items in fresh.values():
+                for obj in items:
+                    self._put(obj)
+            self._changed.update(k for objs in self._objects.values() for k in objs)
+            self._dirty = True
+            self._wake.notify_all()
+        return revision
+
+    def _follow(self, revision: int) -> None:
+        while True:
+            with self._lock:
+                if self._stopped:
+                    return
+                self._watch = self.store.watch(since=revision)
+                watch = self._watch
+            try:
+                for event in watch:
+                    revision = event.revision
+                    with self._lock:
+                        self._seen = revision
+                        self._wake.notify_all()
+                        if event.object.get("kind") not in self._objects:
+                            continue
+                        if event.type == "DELETED":
+                            self._remove(event.object)
+                        else:
+                            self._put(event.object)
+                        if len(self._gone) > _TOMBSTONES:
+                            # Changes up to `revision` were all seen: no older version can come.
+                            self._gone = {k: rv for k, rv in self._gone.items() if rv > revision}
+            except TooOld:
+                log.warning("the cache fell behind the change log; listing everything again")
+                revision = self._relist()
+                continue
+            except Exception:  # a lost database connection: keep following from where we were
+                log.exception("watching the store failed; retrying")
+                with self._lock:
+                    self._wake.wait(1.0)
+                continue
+            return  # the watch ended: closed by stop()
+
+    def _put(self, obj: Obj) -> None:
+        kind = obj.get("kind")
+        table = self._objects.get(kind)  # type: ignore[arg-type]
+        if table is None:
+            return
+        key = key_of(obj)
+        current = table.get(key)
+        rv = _rv(obj)
+        if (current is not None and _rv(current) >= rv) or self._gone.get(key, -1) >= rv:
+            return
+        if current is not None:
+            self._unindex(key, current)
+        table[key] = obj
+        self._gone.pop(key, None)
+        self._index(key, obj)
+        self._note(key)
+
+    def _remove(self, obj: Obj) -> None:
+        key = key_of(obj)
+        table = self._objects.get(key[0])
+        if table is None:
+            return
+        rv = _rv(obj)
+        current = table.get(key)
+        if current is not None and _rv(current) > rv:
+            return  # re-created since this deletion
+        if current is not None:
+            self._unindex(key, current)
+            del table[key]
+        self._deleted[key] = obj
+        self._gone[key] = max(rv, self._gone.get(key, 0))
+        self._note(key)
+
+    def _note(self, key: Key) -> None:
+        self._changed.add(key)
+        self._dirty = True
+        self._wake.notify_all()
+
+    def _index(self, key: Key, obj: Obj) -> None:
+        if key[0] != "Pod":
+            return
+        labels = obj["metadata"].get("labels") or {}
+        for label in _POD_INDEX_LABELS:
+            if label in labels:
+                self._pod_index.setdefault((label, key[1], labels[label]), set()).add(key)
+
+    def _unindex(self, key: Key, obj: Obj) -> None:
+        if key[0] != "Pod":
+            return
+        labels = obj["metadata"].get("labels") or {}
+        for label in _POD_INDEX_LABELS:
+            if label in labels:
+                self._pod_index.get((label, key[1], labels[label]), set()).discard(key)

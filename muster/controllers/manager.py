@@ -1,0 +1,371 @@
+"""The manager: everything ``muster up`` runs besides the API server.
+
+One thread drives, in order, on every pass:
+
+1. the pod executor with what the runtime reported (pod statuses first: they decide the rest);
+2. the node controller (registration, heartbeats, the default queue's quota);
+3. garbage collection (after deletions, and on every resync);
+4. the Workflow controller, for the workflows whose objects changed (it creates Workloads
+   and TrainingJobs for their tasks);
+5. the TrainingJob controller, for the jobs whose objects changed;
+6. the Workload controller (the eviction handshake);
+7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
+   workflows it admitted are reconciled at once, so their pods are created in the same pass;
+8. the pod executor again, which starts the new pods and stops the ones asked to stop.
+
+Passes are triggered by store changes (the cache's watch), by the runtime's reports, by
+timers (deadlines, TTLs, backoff) and by a periodic full resync that looks at everything, so
+a change that was missed, or a crash between two writes, is repaired by the next pass. Time
+comes from an injected clock. Stopping the manager stops the loop and detaches from the
+runtime without stopping any pod: the next manager re-adopts them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from muster.config import settings
+from muster.controllers.cache import Cache, Key, key_of
+from muster.controllers.context import Context, EventRecorder
+from muster.controllers.executor import PodExecutor
+from muster.controllers.gc import collect_garbage
+from muster.controllers.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
+from muster.controllers.health import HealthController
+from muster.controllers.metrics import ClusterState
+from muster.controllers.nodes import NodeController
+from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL, is_final
+from muster.controllers.scheduling import SchedulerLoop
+from muster.controllers.trainingjob import TrainingJobController
+from muster.controllers.workflow import WorkflowController
+from muster.controllers.workflow_launch import WORKFLOW_LABEL
+from muster.controllers.workloads import WorkloadController
+from muster.runtime.base import (
+    GpuDevice,
+    GpuFault,
+    PodRuntimeError,
+    PodStatusChange,
+    Runtime,
+    SupportsFaultInjection,
+)
+from muster.scheduler import Policy
+from muster.store.base import Store
+
+__all__ = ["RUNTIMES", "Manager", "ManagerConfig"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+RUNTIMES = ("local",)
+# Kinds whose changes can change a scheduling decision (Pods only when they end or go).
+_SCHEDULER_KINDS = frozenset(
+    {
+        "Workload",
+        "Node",
+        "ClusterQueue",
+        "Cohort",
+        "LocalQueue",
+        "ResourceFlavor",
+        "PriorityClass",
+        "Topology",
+    }
+)
+_BUSY_POLL = 0.05  # how long the loop waits on the runtime while pods run
+_IDLE_WAIT = 1.0
+
+
+@dataclass
+class ManagerConfig:
+    """How ``muster up`` runs the control plane (its ``--runtime``, ``--fake-gpus`` and
+    ``--placement`` options, and the loop's timings)."""
+
+    runtime: str = "local"
+    fake_gpus: str | None = None
+    placement: str = "binpack"
+    home: Path | None = None
+    resync_seconds: float = 10.0
+    heartbeat_seconds: float = 10.0
+    pending_message_seconds: float = 10.0
+    node_grace_seconds: float = 40.0
+    gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
+    gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
+    clock: Callable[[], float] = field(default=time.time)
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime {self.runtime!r} is unknown; use one of {', '.join(RUNTIMES)}")
+        Policy(placement=self.placement)  # raises naming the known policies
+
+
+class Manager:
+    """The controllers, the scheduler loop and the runtime, on one thread."""
+
+    def __init__(
+        self, store: Store, config: ManagerConfig | None = None, runtime: Runtime | None = None
+    ) -> None:
+        self.config = config or ManagerConfig()
+        home = self.config.home or settings().home
+        self.ctx = Context(
+            store=store,
+            cache=Cache(store),
+            home=Path(home),
+            clock=self.config.clock,
+            events=EventRecorder(store),
+        )
+        self._own_runtime = runtime is None
+        self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
+        self.executor = PodExecutor(self.ctx, self.runtime)
+        self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
+        self.health = HealthController(
+            self.ctx,
+            offered=lambda: self.executor.node_addresses,
+            grace_seconds=self.config.node_grace_seconds,
+        )
+        self.jobs = TrainingJobController(self.ctx, node_address=self._node_address)
+        self.workflows = WorkflowController(self.ctx)
+        self.workloads = WorkloadController(self.ctx)
+        self.scheduler = SchedulerLoop(
+            self.ctx,
+            Policy(placement=self.config.placement),
+            message_interval=self.config.pending_message_seconds,
+        )
+        self.gpus = GpuMonitor(
+            self.runtime,
+            self.config.clock,
+            interval=self.config.gpu_sample_seconds,
+            history_seconds=self.config.gpu_history_seconds,
+        )
+        self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
+        self._next_resync = 0.0
+        self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._opened = False
+
+    # -- life ----------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Load the cache and register the nodes (no thread; :meth:`run_once` drives it)."""
+        if self._opened:
+            return
+        self.ctx.cache.start()
+        self.nodes.sync()
+        self.executor.set_nodes(self.nodes.addresses())
+        self._opened = True
+
+    def start(self) -> None:
+        """Open, then run passes in a thread until :meth:`stop`."""
+        self.open()
+        self._thread = threading.Thread(target=self._loop, name="muster-manager", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and detach from the runtime; pods keep running (re-adopted later)."""
+        self._stop.set()
+        self.ctx.cache.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self.ctx.events is not None:
+            self.ctx.events.close()
+        if self._own_runtime:
+            self.runtime.close()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        changes: list[PodStatusChange] = []
+        while not self._stop.is_set():
+            try:
+                self.run_once(changes)
+            except Exception:  # a bug or a lost database must not end the control plane
+                log.exception("manager pass failed; retrying")
+                self._stop.wait(1.0)
+            wait = self._wait_time()
+            if self.executor.active:
+                changes = self.runtime.poll(min(wait, _BUSY_POLL))
+                if not changes:
+                    self.ctx.cache.wait(0)
+            else:
+                changes = []
+                self.ctx.cache.wait(wait)
+
+    def _wait_time(self) -> float:
+        now = self.ctx.now()
+        wake = [self._next_resync, now + _IDLE_WAIT]
+        for timer in (self.ctx.timers.next_time(), self.gpus.next_time()):
+            if timer is not None:
+                wake.append(timer)
+        return max(0.0, min(wake) - now)
+
+    def run_once(self, changes: Iterable[PodStatusChange] = ()) -> None:
+        """One pass (see the module docstring)."""
+        self.open()
+        ctx = self.ctx
+        now = ctx.now()
+        changed = ctx.cache.take_changes()
+        for key in ctx.timers.due(now):
+            changed.setdefault(key, ctx.cache.get(key[0], key[2], key[1] or None))
+        answered = self._inject_faults()
+        sampled = self.gpus.due(now) or (bool(answered) and self.gpus.enabled)
+        if sampled:  # injected readings show at once
+            self._sample_gpus(now)
+        full = now >= self._next_resync
+        reports = list(changes)
+        if not (changed or reports or full or self.nodes.due() or sampled or answered):
+            return
+        if full:
+            self._next_resync = now + self.config.resync_seconds
+        self.executor.observe(reports)
+        if full:
+            self.executor.resync()
+        synced = self.nodes.due() or sampled or bool(answered)
+        if synced:
+            # A GPU sample may have found a fault (an XID event, a lost GPU): nodes follow at once.
+            self.nodes.sync()
+            self.executor.set_nodes(self.nodes.addresses())
+        for future, device in answered:
+            future.set_result(device)  # the node's status is written: the caller sees it
+        if full or synced or any(k[0] == "Node" for k in changed):
+            self.health.reconcile()
+        if full or any(
+            k[0] in ("TrainingJob", "Workload", "Workflow")
+            and ctx.cache.get(k[0], k[2], k[1] or None) is None
+            for k in changed
+        ):
+            collect_garbage(ctx)
+            self.workflows.collect_run_dirs()
+        flows = _owners_of(changed, "Workflow", WORKFLOW_LABEL)
+        if full:
+            flows |= {
+                (w["metadata"].get("namespace") or "", w["metadata"]["name"])
+                for w in ctx.cache.list("Workflow")
+            }
+        self._reconcile_workflows(flows)
+        jobs = _jobs_of(changed)
+        if full:
+            jobs |= {
+                (j["metadata"].get("namespace") or "", j["metadata"]["name"])
+                for j in ctx.cache.list("TrainingJob")
+            }
+        self._reconcile_jobs(jobs)
+        self._reconcile_workloads(changed, full)
+        if self._scheduling_needed(changed, full):
+            admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
+            self._reconcile_jobs(_jobs_of(admitted))
+            self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
+        pods = ctx.cache.list("Pod")
+        self.executor.sync(pods)
+        if full:
+            self.executor.stop_orphans(pods)
+
+    def _reconcile_jobs(self, jobs: set[tuple[str, str]]) -> None:
+        for ns, name in sorted(jobs):
+            job = self.ctx.cache.get("TrainingJob", name, ns or None)
+            if job is not None:
+                self.jobs.reconcile(job)
+
+    def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
+        for ns, name in sorted(flows):
+            wf = self.ctx.cache.get("Workflow", name, ns or None)
+            if wf is not None:
+                self.workflows.reconcile(wf)
+
+    def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
+        cache = self.ctx.cache
+        if full:
+            names = {
+                (w["metadata"].get("namespace") or "", w["metadata"]["name"]) for w in cache.list("Workload")
+            }
+        else:
+            names = set()
+            for (kind, ns, name), obj in changed.items():
+                if kind == "Workload":
+                    names.add((ns, name))
+                elif kind == "Pod" and obj is not None:
+                    owner = (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
+                    if owner:
+                        names.add((ns, owner))
+        for ns, name in sorted(names):
+            wl = cache.get("Workload", name, ns or None)
+            if wl is not None:
+                self.workloads.reconcile(wl)
+
+    def _scheduling_needed(self, changed: dict[Key, Obj | None], full: bool) -> bool:
+        if full:
+            return True
+        for (kind, _ns, _name), obj in changed.items():
+            if kind in _SCHEDULER_KINDS:
+                return True
+            if kind == "Pod" and (obj is None or is_final(obj) or obj["metadata"].get("deletionTimestamp")):
+                return True
+        return False
+
+    def request_fault(self, node: str, fault: GpuFault) -> Future[GpuDevice]:
+        """(Any thread; testing only.) Inject ``fault`` into a fake GPU of ``node`` on the next
+        pass; the future holds the device as reported once the node's status is written, or the
+        error (KeyError for an unknown node or GPU, PodRuntimeError for real GPUs)."""
+        future: Future[GpuDevice] = Future()
+        if not isinstance(self.runtime, SupportsFaultInjection):
+            future.set_exception(PodRuntimeError(f"the {self.runtime.name} runtime takes no injected faults"))
+            return future
+        self._faults.put((node, fault, future))
+        self.ctx.cache.mark([("Node", "", node)])  # wakes the loop
+        return future
+
+    def _inject_faults(self) -> list[tuple[Future[GpuDevice], GpuDevice]]:
+        answered = []
+        while True:
+            try:
+                node, fault, future = self._faults.get_nowait()
+            except queue.Empty:
+                return answered
+            try:
+                device = self.runtime.inject_gpu_fault(node, fault)  # type: ignore[attr-defined]
+            except (KeyError, PodRuntimeError) as exc:
+                future.set_exception(exc)
+                continue
+            log.warning("fault injected into GPU %s of node %s: %s", fault.gpu, node, fault)
+            answered.append((future, device))
+
+    def _sample_gpus(self, now: float) -> None:
+        try:
+            self.gpus.sample(now)
+        except Exception:  # a driver hiccup must not stop the pass; the next sample retries
+            self.gpus.errors += 1
+            log.exception("sampling the GPUs failed")
+
+    def _node_address(self, node: str) -> str:
+        return self.executor.node_addresses.get(node, "127.0.0.1")
+
+    def _open_runtime(self, home: Path) -> Runtime:
+        from muster.runtime.local.fake import parse_fake_gpus
+        from muster.runtime.local.runtime import LocalRuntime
+
+        fake = parse_fake_gpus(self.config.fake_gpus) if self.config.fake_gpus else None
+        return LocalRuntime(home, fake_gpus=fake)
+
+
+def _jobs_of(changed: dict[Key, Obj | None]) -> set[tuple[str, str]]:
+    """The (namespace, name) of the TrainingJobs that the changed objects belong to."""
+    return _owners_of(changed, "TrainingJob", JOB_NAME_LABEL)
+
+
+def _owners_of(changed: dict[Key, Obj | None], kind: str, label: str) -> set[tuple[str, str]]:
+    """The (namespace, name) of the ``kind`` objects that changed, or that the changed objects
+    name in their ``label``."""
+    owners: set[tuple[str, str]] = set()
+    for (k, ns, name), obj in changed.items():
+        if k == kind:
+            owners.add((ns, name))
+        elif obj is not None:
+            owner = (obj["metadata"].get("labels") or {}).get(label)
+            if owner:
+                owners.add((obj["metadata"].get("namespace") or "", owner))
+    return owners

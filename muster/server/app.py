@@ -1,0 +1,127 @@
+"""The FastAPI application and its lifecycle.
+
+:func:`create_app` wires the store into thin routers (one generated per kind), the error
+shape, bearer auth and metrics. Start-up work is a list of :class:`Hook`\\ s run in order by
+the app's lifespan and stopped in reverse order at shutdown: creating the defaults is the
+first; the manager (controllers, scheduler loop, runtime) registers its own hook in
+:func:`muster.server.hooks.server_hooks`, so everything runs in the one ``muster up``
+process. ``/readyz`` answers 200 only once every hook has started.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from muster import __version__
+from muster.api import registry
+from muster.config import settings
+from muster.server.auth import BearerAuth, TokenSet
+from muster.server.dashboard import install_dashboard
+from muster.server.errors import install_error_handlers
+from muster.server.metrics import MetricsMiddleware, ServerMetrics
+from muster.server.routes import apply, faults, insight, logs, system
+from muster.server.routes.objects import kind_router
+from muster.server.services.objects import ObjectService
+from muster.store import Store
+
+__all__ = ["Hook", "ServerContext", "create_app"]
+
+log = logging.getLogger(__name__)
+
+HookFn = Callable[["ServerContext"], Awaitable[None] | None]
+
+
+@dataclass
+class ServerContext:
+    """What start-up hooks get: the store, the metrics registry, the app and a place to keep
+    what they started (threads, loops) until their stop runs."""
+
+    store: Store
+    metrics: ServerMetrics
+    app: FastAPI
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A named piece of the server's lifecycle. ``start`` runs before the server is ready;
+    ``stop`` (if any) runs at shutdown, after the hooks started later were stopped. Either
+    may be a plain function or a coroutine function."""
+
+    name: str
+    start: HookFn
+    stop: HookFn | None = None
+
+
+def create_app(
+    store: Store, tokens: Collection[str], hooks: Sequence[Hook] = (), home: Path | None = None
+) -> FastAPI:
+    """The API server over ``store``; requests must carry one of ``tokens``. ``home`` is the
+    ``MUSTER_HOME`` whose pod logs it serves until a runtime registers itself (default: the
+    settings' home)."""
+    metrics = ServerMetrics(store)
+    token_set = TokenSet(tokens)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx = ServerContext(store=store, metrics=metrics, app=app)
+        started: list[Hook] = []
+        try:
+            for hook in hooks:
+                log.info("starting %s", hook.name)
+                await _call(hook.start, ctx)
+                started.append(hook)
+            app.state.ready = True
+            yield
+        finally:
+            app.state.ready = False
+            for hook in reversed(started):
+                if hook.stop is not None:
+                    try:
+                        await _call(hook.stop, ctx)
+                    except Exception:  # stop the others anyway
+                        log.exception("stopping %s failed", hook.name)
+
+    app = FastAPI(
+        title="Muster",
+        version=__version__,
+        description="GPU-aware orchestration of ML jobs: quotas, gangs, preemption, pipelines.",
+        lifespan=lifespan,
+        docs_url=None,  # a browser cannot send the bearer token the docs page would need
+        redoc_url=None,
+    )
+    app.state.store = store
+    app.state.objects = ObjectService(store)
+    app.state.metrics = metrics
+    app.state.ready = False
+    app.state.home = home if home is not None else settings().home
+    app.state.log_source = None  # muster.server.logs.use_log_source
+    app.state.tokens = token_set  # the dashboard's sign-in checks a token against the same set
+    app.state.manager = None  # muster.server.views.use_manager
+    install_error_handlers(app)
+    app.include_router(system.router)
+    app.include_router(apply.router)
+    app.include_router(logs.router)
+    app.include_router(insight.router)
+    app.include_router(faults.router)
+    for info in registry.kinds():
+        app.include_router(kind_router(info))
+    install_dashboard(app)
+    # Outermost first: metrics see every request, including the ones auth turns away.
+    app.add_middleware(BearerAuth, tokens=token_set)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+async def _call(fn: HookFn, ctx: ServerContext) -> None:
+    result = fn(ctx)
+    if inspect.isawaitable(result):
+        await result

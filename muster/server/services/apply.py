@@ -1,0 +1,100 @@
+"""All-or-nothing apply of many documents (``POST /apis/muster.dev/v1/apply``).
+
+Every document is validated (and converted, for foreign kinds) before anything is written;
+one bad document fails the request with 422 and every field error tagged with its 0-based
+``document`` index, storing nothing. The valid set is then written in one store
+transaction, so a conflict also leaves everything as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from muster.api import registry
+from muster.api.errors import FieldError, InvalidObject
+from muster.server.errors import ApiError
+from muster.store import NotFound, Store
+from muster.store.base import Obj
+from muster.store.objects import apply_action, check_version, object_key
+
+__all__ = ["apply_documents"]
+
+
+def apply_documents(store: Store, documents: Sequence[Any], dry_run: bool = False) -> list[dict[str, Any]]:
+    """Validate then apply; returns one result per document, in order."""
+    results: list[dict[str, Any]] = []
+    objects: list[tuple[int, Obj]] = []
+    errors: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str | None], int] = {}
+    for index, doc in enumerate(documents):
+        try:
+            validated = registry.validate(doc)
+        except InvalidObject as exc:
+            errors += [_tagged(e, index, doc) for e in exc.errors]
+            results.append({})
+            continue
+        warnings = list(validated.warnings)
+        if validated.obj is None:  # accepted, creates nothing (a v1 Namespace)
+            results.append(_result(doc, "unchanged", warnings))
+            continue
+        key = object_key(validated.obj)
+        if key in seen:
+            errors.append(
+                _tagged(
+                    FieldError("metadata.name", f"repeats document {seen[key]} (the same object)"), index, doc
+                )
+            )
+        seen[key] = index
+        objects.append((index, validated.obj))
+        results.append(_result(validated.obj, "", warnings))
+    if errors:
+        bad = sorted({e["document"] for e in errors})
+        raise ApiError(
+            422,
+            f"{len(errors)} error(s) in document(s) {', '.join(map(str, bad))}; nothing was applied",
+            errors=errors,
+        )
+    valid = [obj for _, obj in objects]
+    actions = _dry_run(store, valid) if dry_run else [r.action for r in store.apply(valid)]
+    for (index, _obj), action in zip(objects, actions, strict=True):
+        results[index]["action"] = action
+    return results
+
+
+def _dry_run(store: Store, objects: list[Obj]) -> list[str]:
+    """The actions apply would take, checking the same preconditions, writing nothing."""
+    actions = []
+    for obj in objects:
+        kind, name, ns = object_key(obj)
+        try:
+            stored: Obj | None = store.get(kind, name, ns)
+        except NotFound:
+            stored = None
+        if stored is not None:
+            check_version(stored, obj["metadata"].get("resourceVersion"))
+        actions.append(apply_action(stored, obj))
+    return actions
+
+
+def _result(obj: Any, action: str, warnings: list[str]) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    return {
+        "kind": obj.get("kind", ""),
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name", ""),
+        "action": action,
+        "warnings": warnings,
+    }
+
+
+def _tagged(error: FieldError, index: int, doc: Any) -> dict[str, Any]:
+    out = error.to_dict()
+    out["document"] = index
+    if isinstance(doc, dict):
+        out["kind"] = doc.get("kind", "")
+        meta = doc.get("metadata")
+        if isinstance(meta, dict) and meta.get("name"):
+            out["name"] = meta["name"]
+    return out

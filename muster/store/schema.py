@@ -1,0 +1,60 @@
+"""The three tables of the SQL store (SQLAlchemy Core; the migrations create the same).
+
+* ``revision``: one row (id 1) holding the global revision counter and the newest revision
+  dropped from the change log (``compacted``). Writers lock this row first, which orders
+  every write: revision N+1 is handed out only after the writer of N committed, so the change
+  log is committed in revision order and a watcher reading ``revision > last`` misses nothing.
+* ``objects``: the current state, keyed (kind, namespace, name); cluster-scoped objects have
+  namespace ``''``. ``data`` is the whole wire object as JSON; uid, resource_version,
+  generation and labels are copied out for lookups.
+* ``changes``: the watch log, one row per write, with the object after the write.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, Text, select
+
+__all__ = ["changes", "current_revision", "metadata", "objects", "revision"]
+
+metadata = MetaData()
+
+revision = Table(
+    "revision",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("value", BigInteger, nullable=False),
+    Column("compacted", BigInteger, nullable=False),
+)
+
+objects = Table(
+    "objects",
+    metadata,
+    Column("kind", String(63), primary_key=True),
+    Column("namespace", String(63), primary_key=True),
+    Column("name", String(253), primary_key=True),
+    Column("uid", String(36), nullable=False, unique=True),
+    Column("resource_version", BigInteger, nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    Column("labels", Text, nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+changes = Table(
+    "changes",
+    metadata,
+    Column("revision", BigInteger, primary_key=True, autoincrement=False),
+    Column("type", String(8), nullable=False),
+    Column("kind", String(63), nullable=False),
+    Column("namespace", String(63), nullable=False),
+    Column("name", String(253), nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+Index("ix_changes_kind_revision", changes.c.kind, changes.c.revision)
+
+
+def current_revision(conn: Connection) -> tuple[int, int]:
+    """``(revision, compacted)`` as seen by ``conn``'s transaction."""
+    q = select(revision.c.value, revision.c.compacted).where(revision.c.id == 1)
+    value, compacted = conn.execute(q).one()
+    return int(value), int(compacted)

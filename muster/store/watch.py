@@ -1,0 +1,166 @@
+"""Watching the change log: in-process wake-ups plus polling.
+
+A watcher remembers the revision it has scanned up to and reads ``changes`` after it, in
+revision order, in batches. Writers of this process wake it right after COMMIT through a
+:class:`Notifier`; writers of other processes (a second server on the same PostgreSQL, a
+CLI tool writing SQLite directly) are found by polling every ``poll_interval`` seconds.
+Because writers commit in revision order (see :mod:`muster.store.schema`), scanning
+``revision > last`` never skips a change.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from muster.store import schema
+from muster.store.base import TooOld, WatchEvent
+from muster.store.engine import read_transaction
+
+if TYPE_CHECKING:
+    from muster.store.sql import SqlStore
+
+__all__ = ["Notifier", "SqlWatch", "parse_revision"]
+
+_BATCH = 500
+
+
+class Notifier:
+    """Tells this process's watchers that a revision was committed."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._latest = 0
+        self._closed = False
+
+    def notify(self, revision: int) -> None:
+        with self._cond:
+            self._latest = max(self._latest, revision)
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Wake every waiter so it re-checks its own stop condition."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def wait(self, after: int, timeout: float, stop: Callable[[], bool]) -> None:
+        """Return when a revision newer than ``after`` was committed here, ``stop()`` is true,
+        the store closed, or ``timeout`` seconds passed (time to poll the database)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._latest > after or self._closed or stop(), timeout)
+
+
+def parse_revision(value: str | int | None, what: str = "resourceVersion") -> int | None:
+    """A revision from a resourceVersion string or int; None stays None."""
+    if value is None or value == "":
+        return None
+    try:
+        revision = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a decimal revision number, got {value!r}") from None
+    if revision < 0:
+        raise ValueError(f"{what} must be >= 0, got {revision}")
+    return revision
+
+
+class SqlWatch(Iterator[WatchEvent]):
+    """The iterator :meth:`SqlStore.watch` returns.
+
+    ``close()`` may be called from any thread, also while another thread is blocked in
+    ``next()``: that call then ends with StopIteration (the server relies on this to stop a
+    watch whose client went away).
+    """
+
+    def __init__(
+        self,
+        store: SqlStore,
+        kind: str | None,
+        namespace: str | None,
+        since: str | int | None,
+        timeout: float | None,
+    ) -> None:
+        self._store = store
+        self._kind = kind
+        self._namespace = namespace
+        self._since = parse_revision(since)
+        self._timeout = timeout
+        self._last: int | None = None  # revision scanned up to; None until the first next()
+        self._buffer: collections.deque[WatchEvent] = collections.deque()
+        self._closed = False
+
+    def __iter__(self) -> SqlWatch:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while not self._buffer:
+            if self._closed or self._store.notifier.closed:
+                raise StopIteration
+            self._fetch()
+            if self._buffer:
+                break
+            wait = self._store.poll_interval
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StopIteration
+                wait = min(wait, left)
+            assert self._last is not None
+            self._store.notifier.wait(self._last, wait, lambda: self._closed)
+        return self._buffer.popleft()
+
+    def close(self) -> None:
+        self._closed = True
+        self._store.notifier.wake()
+
+    def __enter__(self) -> SqlWatch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def revision(self) -> int | None:
+        """The revision this watch has seen everything up to (None before the first next())."""
+        return self._last
+
+    def _fetch(self) -> None:
+        c = schema.changes.c
+        with read_transaction(self._store.engine) as conn:
+            current, compacted = schema.current_revision(conn)
+            if self._last is None:
+                self._last = current if self._since is None else self._since
+            if self._last < compacted:
+                self.close()
+                raise TooOld(
+                    f"resourceVersion {self._last} is too old: changes up to revision {compacted} were "
+                    f"compacted; list again and watch from the list's resourceVersion"
+                )
+            if self._last >= current:
+                return
+            q = select(c.revision, c.type, c.data).where(c.revision > self._last, c.revision <= current)
+            if self._kind is not None:
+                q = q.where(c.kind == self._kind)
+            if self._namespace is not None:
+                q = q.where(c.namespace == self._namespace)
+            rows = conn.execute(q.order_by(c.revision).limit(_BATCH)).all()
+        for revision, type_, data in rows:
+            self._buffer.append(WatchEvent(type=type_, object=json.loads(data), revision=int(revision)))
+        # With fewer rows than a batch, everything up to `current` has been seen (the filter
+        # skipped the rest); remembering that spares the next scan and a false TooOld later.
+        self._last = int(rows[-1][0]) if len(rows) == _BATCH else current

@@ -1,0 +1,143 @@
+"""Helpers for the end-to-end job tests: ``muster up`` with fake GPUs, job documents, waits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from muster.sdk.client import Client
+from muster.sdk.errors import ApiError
+from muster.testing import wait_for
+from muster.testing.up import MusterUp
+
+Obj = dict[str, Any]
+PYTHON = sys.executable
+HERE = Path(__file__).resolve().parent
+DDP_SCRIPT = str(HERE / "ddp_train.py")
+
+
+@contextmanager
+def cluster(home: Path, gpus: int = 4, port: int | None = None) -> Iterator[tuple[MusterUp, Client]]:
+    """``muster up --fake-gpus N`` in ``home``; on the way out every job is deleted and its
+    pods are waited out, so no test leaves processes behind."""
+    up = MusterUp(home, port=port, extra_args=["--fake-gpus", str(gpus)]).start()
+    client = Client(up.url, up.token)
+    try:
+        yield up, client
+    finally:
+        try:
+            if up.proc is not None:
+                clean_up(client)
+        finally:
+            client.close()
+            up.stop()
+
+
+def clean_up(client: Client) -> None:
+    for job in client.list("TrainingJob")["items"]:
+        try:
+            client.delete("TrainingJob", job["metadata"]["name"], job["metadata"]["namespace"])
+        except ApiError:
+            pass
+    wait_for(lambda: not live_pods(client), timeout=60, what="every pod to stop")
+
+
+def live_pods(client: Client) -> list[Obj]:
+    return [
+        p
+        for p in client.list("Pod")["items"]
+        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+
+
+def python_job(name: str, script: str, **kwargs: Any) -> Obj:
+    """A TrainingJob whose replicas run ``python -c script`` (this interpreter: torch and all)."""
+    return job_doc(name, [PYTHON, "-c", script], **kwargs)
+
+
+def job_doc(
+    name: str,
+    command: list[str],
+    workers: int = 1,
+    master: bool = False,
+    gpus: int = 1,
+    restart_policy: str = "OnFailure",
+    run_policy: Obj | None = None,
+    env: dict[str, str] | None = None,
+    memory: str | None = None,
+    namespace: str = "default",
+    **spec: Any,
+) -> Obj:
+    limits: Obj = {}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    if memory:
+        limits["memory"] = memory
+    container: Obj = {"name": "main", "command": command}
+    if limits:
+        container["resources"] = {"limits": limits, "requests": {"cpu": "100m", **limits}}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    template = {"spec": {"containers": [container], "terminationGracePeriodSeconds": 10}}
+    replicas: Obj = {}
+    if master:
+        replicas["Master"] = {"replicas": 1, "restartPolicy": restart_policy, "template": template}
+    if workers:
+        replicas["Worker"] = {"replicas": workers, "restartPolicy": restart_policy, "template": template}
+    body: Obj = {"replicaSpecs": replicas, **spec}
+    if run_policy:
+        body["runPolicy"] = run_policy
+    return {
+        "apiVersion": "muster.dev/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }
+
+
+def condition(obj: Obj, type_: str) -> Obj | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return None
+
+
+def wait_condition(
+    client: Client,
+    kind: str,
+    name: str,
+    type_: str,
+    reason: str | None = None,
+    timeout: float = 60,
+    namespace: str = "default",
+) -> Obj:
+    """Wait until ``kind/name`` has condition ``type_`` True (with ``reason``); returns the object."""
+
+    def check() -> Obj | None:
+        obj = client.get(kind, name, namespace)
+        c = condition(obj, type_)
+        ok = c is not None and c["status"] == "True" and (reason is None or c["reason"] == reason)
+        return obj if ok else None
+
+    try:
+        return wait_for(check, timeout=timeout, interval=0.1, what=f"{kind} {name} to be {type_}")
+    except TimeoutError as exc:
+        obj = client.get(kind, name, namespace)
+        raise TimeoutError(
+            f"{exc}; conditions: {json.dumps((obj.get('status') or {}).get('conditions'), indent=1)}"
+        ) from None
+
+
+def progress(home: Path, job: str, namespace: str = "default") -> list[Obj]:
+    """What ddp_train.py recorded in the job's checkpoint directory."""
+    path = home / "checkpoints" / namespace / job / "progress.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def pod_log(home: Path, pod: str, container: str = "main", namespace: str = "default") -> str:
+    path = home / "logs" / namespace / pod / f"{container}.log"
+    return path.read_text() if path.exists() else ""
