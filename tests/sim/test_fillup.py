@@ -26,7 +26,6 @@ import pytest
 from muster.sim import openb
 from muster.sim.fillup import arrivals, binned, run_fillup, typical_set
 from muster.sim.fillup_runs import OpenbSetup, load_workload, median_curves, run_all
-from muster.testing import skip_or_fail
 from tests.sim.tiny_traces import write_openb
 
 
@@ -103,22 +102,10 @@ def test_runs_are_deterministic_by_seed(tmp_path: Path) -> None:
     assert set(med) == {"random", "fgd"}
 
 
-def real_setup() -> OpenbSetup:
-    from muster.sim.traces import TraceNotFound, trace_dir
-
-    try:
-        root = trace_dir()
-    except TraceNotFound as exc:
-        skip_or_fail(str(exc))
-    if not (root / openb.FOLDER / f"{openb.DEFAULT_PODS}.csv").is_file():
-        skip_or_fail(f"openb trace not found under {root}")
-    return OpenbSetup(root)
-
-
-def test_real_trace_loads_as_published() -> None:
+def test_real_trace_loads_as_published(real_traces: Path) -> None:
     """perf.md §1.2: 1213 GPU nodes with 6212 GPUs; 8152 pods: 1088 CPU-only, 3078 sharing,
     3911 x 1, 16 x 2, 15 x 4, 44 x 8 GPUs; 35 typical shapes cover 95%."""
-    work = load_workload(real_setup())
+    work = load_workload(OpenbSetup(real_traces))
     assert len(work.nodes) == 1213 and work.capacity == 6212 * 1000
     pods = work.pods
     assert len(pods) == 8152

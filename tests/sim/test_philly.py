@@ -11,8 +11,6 @@ from muster.api.errors import InvalidObject
 from muster.sim.philly import load_philly, philly_path, pollux_sample
 from muster.sim.philly_config import ReplayConfig, derive_quotas, load_config, queue_configs
 from muster.sim.philly_runs import PhillySetup, load_inputs
-from muster.sim.traces import TraceNotFound, trace_dir
-from muster.testing import skip_or_fail
 from tests.sim.tiny_traces import write_philly
 
 ROWS = [
@@ -92,15 +90,9 @@ def test_pollux_setup_defaults_to_16_nodes_of_4_gpus(tmp_path: Path) -> None:
     assert (inputs.cluster.nodes, inputs.cluster.gpus_per_node) == (3, 8) and len(inputs.jobs) == 4
 
 
-def test_real_philly_trace_loads_as_documented() -> None:
+def test_real_philly_trace_loads_as_documented(real_traces: Path) -> None:
     """philly/README.md: 82,247 jobs; GPU counts 1 -> 76,627 ... 128 -> 3; VC 6214e9 41,226."""
-    try:
-        root = trace_dir()
-    except TraceNotFound as exc:
-        skip_or_fail(str(exc))
-    if not (root / "philly" / "philly.csv").is_file():
-        skip_or_fail(f"philly.csv not found under {root}")
-    j = load_philly(philly_path(root))
+    j = load_philly(philly_path(real_traces))
     assert len(j) == 82247
     counts = dict(zip(*np.unique(j.gpus, return_counts=True), strict=True))
     assert counts == {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
