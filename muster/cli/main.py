@@ -14,6 +14,7 @@ from muster.cli import (  # noqa: F401
     node,
     retry,
     sched,
+    sim,
     suspend,
     top,
     up,

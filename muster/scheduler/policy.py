@@ -48,8 +48,8 @@ class Policy:
 
     ``placement`` is one of :data:`PLACEMENT_POLICIES`. ``fair_sharing`` switches queue
     ordering and cohort preemption to Kueue's fair sharing (dominant resource share, with
-    ``fair_sharing_strategies`` in order). ``seed`` drives every random choice (tie-breaks
-    between equally scored nodes, the random policy), so the same snapshot and policy give
+    ``fair_sharing_strategies`` in order). ``seed`` drives every random choice (the node
+    order that breaks score ties, the random policy), so the same snapshot and policy give
     the same decisions. ``max_spec_cpu`` (milli) and ``max_spec_gpus`` normalise bestfit,
     dotprod and gpu-clustering as the FGD simulator does (128 cores, 8 GPUs).
     """

@@ -40,18 +40,18 @@ def test_the_examples_are_there():
     assert {
         "kubeflow-pytorchjob.yaml",
         "kueue-queues.yaml",
-        "ddp/job.yaml",
-        "ddp/pytorchjob.yaml",
-        "ddp/urgent.yaml",
-        "queues/queues.yaml",
+        "trainingjob.yaml",
+        "pytorchjob.yaml",
+        "urgent.yaml",
+        "queues.yaml",
     } <= names
 
 
 def test_the_ddp_pytorchjob_is_the_ddp_trainingjob():
     """The Kubeflow manifest converts to the same job as the native one (container name and
     the clean-up policy, which PyTorchJob users set, aside)."""
-    [native] = _docs(ROOT / "ddp" / "job.yaml")
-    [kubeflow] = _docs(ROOT / "ddp" / "pytorchjob.yaml")
+    [native] = _docs(ROOT / "trainingjob.yaml")
+    [kubeflow] = _docs(ROOT / "pytorchjob.yaml")
     a = validate(native).obj
     b = validate(kubeflow).obj
     assert a is not None and b is not None

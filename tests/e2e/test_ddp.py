@@ -3,7 +3,6 @@ preemption handshake (SIGTERM, checkpoint, requeue, resume at the step reached).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -111,40 +110,3 @@ def _wait_step(home: Path, step: int) -> None:
         timeout=120,
         what=f"the victim to reach step {step}",
     )
-
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def test_the_ddp_tutorial_runs_as_written(muster_home: Path, monkeypatch: pytest.MonkeyPatch):
-    """examples/queues + examples/ddp, unchanged: team A's DDP job borrows team B's GPU, B's
-    urgent job reclaims it, the DDP job checkpoints, waits, resumes and finishes."""
-    import yaml
-
-    # The manifests run `python3` from the directory `muster up` starts in ($(PWD)): this
-    # checkout, with this interpreter's environment (torch) first on the PATH.
-    root = EXAMPLES.parent
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("PWD", str(root))
-    monkeypatch.setenv("PATH", f"{Path(PYTHON).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-
-    def docs(name: str) -> list[dict]:
-        return list(yaml.safe_load_all((EXAMPLES / name).read_text()))
-
-    with cluster(muster_home, gpus=2) as (up, client):
-        client.apply(docs("queues/queues.yaml"))
-        client.apply(docs("ddp/job.yaml"))
-        wait_condition(client, "TrainingJob", "ddp", "Running", timeout=120)
-        log = up.home / "logs" / "default" / "ddp-master-0" / "trainer.log"
-        wait_for(lambda: "step 30/300" in log.read_text(), timeout=120, what="the DDP job to make progress")
-        client.apply(docs("ddp/urgent.yaml"))
-        preempted = wait_condition(client, "TrainingJob", "ddp", "Queued", timeout=60)
-        assert preempted["status"]["preemptions"][0]["reason"] == "InCohortReclamation"
-        wait_condition(client, "TrainingJob", "urgent", "Succeeded", timeout=120)
-        done = wait_condition(client, "TrainingJob", "ddp", "Succeeded", timeout=180)
-        assert done["status"].get("restartCount", 0) == 0
-        resumed = log.read_text()  # the log of the run after the preemption
-        previous = (log.parent / "trainer.log.1").read_text()
-        saved = int(previous.split("SIGTERM: saved a checkpoint at step ")[1].split(";")[0])
-        assert f"resumed from step {saved}" in resumed
-        assert "replicas in sync: True" in resumed and "MUSTER_DDP_DONE" in resumed

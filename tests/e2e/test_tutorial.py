@@ -35,7 +35,7 @@ def up(muster_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MusterUp]
     except ImportError:
         skip_or_fail("torch is not installed (pip install -e '.[torch]')")
     # As the tutorial says: started from the repository root, in the environment that has
-    # torch (`python3` there is this interpreter), so "$(PWD)/examples/ddp/train.py" resolves.
+    # torch (`python3` there is this interpreter), so "$(PWD)/examples/ddp_train.py" resolves.
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("PWD", str(ROOT))
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
@@ -96,8 +96,8 @@ def env_lines(logs: str) -> list[dict[str, Any]]:
 
 def test_the_ddp_example_and_its_kubeflow_twin_run_to_success(up: MusterUp, tmp_path: Path):
     home = up.home
-    assert cli(home, "apply", "-f", "examples/queues/queues.yaml").returncode == 0
-    applied = cli(home, "apply", "-f", smaller(tmp_path, "ddp/job.yaml", steps=20, step_time=0))
+    assert cli(home, "apply", "-f", "examples/queues.yaml").returncode == 0
+    applied = cli(home, "apply", "-f", smaller(tmp_path, "trainingjob.yaml", steps=20, step_time=0))
     assert applied.returncode == 0, applied.stderr
     wait_state(up, "ddp", "Succeeded")
 
@@ -116,7 +116,7 @@ def test_the_ddp_example_and_its_kubeflow_twin_run_to_success(up: MusterUp, tmp_
     assert len(gpus) == 3 and all(line.rstrip().endswith("-") for line in gpus[1:])  # nothing holds them
 
     # The same job as a Kubeflow PyTorchJob, applied as Kubeflow users write it.
-    kubeflow = cli(home, "apply", "-f", smaller(tmp_path, "ddp/pytorchjob.yaml", steps=10, step_time=0))
+    kubeflow = cli(home, "apply", "-f", smaller(tmp_path, "pytorchjob.yaml", steps=10, step_time=0))
     assert kubeflow.stdout.strip() == "trainingjob/ddp-kubeflow created", kubeflow.stderr
     wait_state(up, "ddp-kubeflow", "Succeeded")
     assert (
@@ -127,8 +127,8 @@ def test_the_ddp_example_and_its_kubeflow_twin_run_to_success(up: MusterUp, tmp_
 
 def test_a_preempted_job_checkpoints_waits_and_resumes(up: MusterUp, tmp_path: Path):
     home = up.home
-    cli(home, "apply", "-f", "examples/queues/queues.yaml")
-    cli(home, "apply", "-f", smaller(tmp_path, "ddp/job.yaml", steps=100, step_time=0.15))
+    cli(home, "apply", "-f", "examples/queues.yaml")
+    cli(home, "apply", "-f", smaller(tmp_path, "trainingjob.yaml", steps=100, step_time=0.15))
     wait_state(up, "ddp", "Running")
     follower = subprocess.Popen(
         [*muster_command(), "logs", "job/ddp", "--all-replicas", "-f"],
@@ -147,7 +147,7 @@ def test_a_preempted_job_checkpoints_waits_and_resumes(up: MusterUp, tmp_path: P
         gpu = next(line.split() for line in top if line.startswith("team-a") and "nvidia.com/gpu" in line)
         assert gpu[4:] == ["2/1", "(200%)", "1", "1", "0", "1"]  # it borrows team-b's GPU
 
-        urgent = yaml.safe_load((EXAMPLES / "ddp" / "urgent.yaml").read_text())
+        urgent = yaml.safe_load((EXAMPLES / "urgent.yaml").read_text())
         urgent["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"][-1] = (
             "import time; print('urgent work', flush=True); time.sleep(3)"
         )

@@ -1,4 +1,4 @@
-"""examples/ddp/train.py as real processes (gloo on CPU): the env line, checkpoint on SIGTERM
+"""examples/ddp_train.py as real processes (gloo on CPU): the env line, checkpoint on SIGTERM
 with every rank agreeing, exit 143, resume at the saved step, and the same result as a run
 that was never interrupted."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from muster.testing import free_port, skip_or_fail, wait_for
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp" / "train.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 
 
 @pytest.fixture(autouse=True)

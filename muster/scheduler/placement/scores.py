@@ -1,5 +1,5 @@
-"""Node scores of the named placement policies; the highest score wins, ties go to a
-seeded random choice.
+"""Node scores of the named placement policies; the highest score wins, ties go to the
+node first in a seeded order (see :mod:`.gang`).
 
 ``binpack`` and ``spread`` (DESIGN §5) average, over the resources the pod asks for (GPUs
 as milli-GPU of the node's usable devices), the allocated fraction after placing it

@@ -1,10 +1,10 @@
 """A small PyTorch DDP training job that survives preemption (DESIGN §7).
 
-Run it by Muster (examples/ddp/job.yaml), under torchrun, or as plain processes: it reads
+Run it by Muster (examples/trainingjob.yaml), under torchrun, or as plain processes: it reads
 the torchrun environment contract (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``) and uses NCCL when CUDA is available, gloo otherwise::
 
-    torchrun --standalone --nproc-per-node 2 examples/ddp/train.py --steps 50
+    torchrun --standalone --nproc-per-node 2 examples/ddp_train.py --steps 50
 
 What it shows:
 
