@@ -11,7 +11,7 @@ import json
 import socket
 from typing import Any
 
-__all__ = ["api_message", "close_response", "interrupt_response", "read_json", "status_of"]
+__all__ = ["api_message", "api_reason", "close_response", "interrupt_response", "read_json", "status_of"]
 
 Obj = dict[str, Any]
 
@@ -46,6 +46,16 @@ def api_message(exc: BaseException) -> str:
     if reason:
         return f"{status} {reason}" if status else str(reason)
     return f"{type(exc).__name__}: {exc}"
+
+
+def api_reason(exc: BaseException) -> str:
+    """The API server's machine-readable reason for an error (``ServerTimeout``, ``Forbidden``,
+    ...), or "" when there is none."""
+    body = getattr(exc, "body", None)
+    try:
+        return str(json.loads(body).get("reason") or "") if body else ""
+    except (TypeError, ValueError, AttributeError):
+        return ""
 
 
 def close_response(response: Any) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from muster.runtime.kubernetes.api import api_message, read_json, status_of
+from muster.runtime.kubernetes.api import api_message, api_reason, read_json, status_of
 from muster.runtime.kubernetes.pods import binding, gang_service, muster_uid
 
 __all__ = ["ClusterWriter", "Verdict", "WriteError"]
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 # What to do about a Pod that holds the name of one being created.
 Verdict = Literal["replace", "wait", "refuse"]
-_FORBIDDEN, _NOT_FOUND, _CONFLICT = 403, 404, 409
+_FORBIDDEN, _NOT_FOUND, _CONFLICT, _TOO_MANY = 403, 404, 409, 429
 _RETRY_PAUSE = 0.1
 
 
@@ -73,8 +73,8 @@ class ClusterWriter:
             try:
                 return read_json(self.core.create_namespaced_pod(ns, manifest, _preload_content=False))
             except Exception as exc:
-                if _no_service_account_yet(exc) and time.monotonic() < deadline:
-                    time.sleep(_RETRY_PAUSE)  # a namespace just created: its controller is on it
+                if _try_again(exc) and time.monotonic() < deadline:
+                    time.sleep(_RETRY_PAUSE)
                     continue
                 if status_of(exc) != _CONFLICT:
                     raise WriteError(f"cannot create pod {ns}/{name}: {api_message(exc)}") from None
@@ -164,7 +164,12 @@ class ClusterWriter:
             raise WriteError("this Muster server does not hold the leader Lease")
 
 
-def _no_service_account_yet(exc: Exception) -> bool:
-    """The ServiceAccount admission plugin refused a Pod because its namespace's ServiceAccount
-    does not exist yet (the namespace is new; kube-controller-manager creates it shortly)."""
-    return status_of(exc) == _FORBIDDEN and "service account" in api_message(exc)
+def _try_again(exc: Exception) -> bool:
+    """A refusal the API server means as "not yet": its ServiceAccount admission plugin waiting
+    for a new namespace's ServiceAccount or its token (kube-controller-manager makes them
+    shortly: 403 "error looking up service account", 500 ServerTimeout "No API token found"),
+    or a server asking to slow down (429)."""
+    status = status_of(exc)
+    if status == _FORBIDDEN:
+        return "service account" in api_message(exc)
+    return status == _TOO_MANY or api_reason(exc) in ("ServerTimeout", "Timeout")

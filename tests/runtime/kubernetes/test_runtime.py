@@ -305,7 +305,15 @@ def test_the_namespace_is_created_and_the_priority_class_passed_through(
             "priorityClassName 'nope': the cluster has no PriorityClass of that name, so pod "
             "ranked-worker-1 runs without one (create it in the cluster too)"
         ]
-        made = wait_for(lambda: _bound(plane, ns, "ranked-worker-0"), what="a pod in the new namespace")
+        failed: list[PodStatusChange] = []
+
+        def bound_or_failed() -> Any:
+            mine = (known["metadata"]["uid"], unknown["metadata"]["uid"])
+            failed.extend(c for c in runtime.poll(0.05) if c.phase is PodPhase.FAILED and c.ref.uid in mine)
+            return failed or _bound(plane, ns, "ranked-worker-0")
+
+        made = wait_for(bound_or_failed, what="a pod in the new namespace")
+        assert not failed, [(c.reason, c.message) for c in failed]
         assert made["spec"]["priorityClassName"] == klass
         assert made["spec"]["priority"] == 1000  # the Priority admission plugin resolved it
         assert made["spec"]["terminationGracePeriodSeconds"] == 30
