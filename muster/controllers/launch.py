@@ -52,6 +52,7 @@ def pod_launch(pod: Obj, host_ip: str) -> PodLaunch:
         volumes=tuple(_volume(v) for v in spec.get("volumes") or ()),
         termination_grace_seconds=_DEFAULT_GRACE if grace is None else float(grace),
         labels=dict(pod["metadata"].get("labels") or {}),
+        node=spec.get("nodeName") or "",
     )
 
 

@@ -128,8 +128,8 @@ def evict_workload(
     preemption_reason: str | None = None,
     preempted_by: str | None = None,
 ) -> EventSpec:
-    """Admitted -> Evicting (``reason`` Preempted or Deactivated): its pods are to be stopped;
-    the admission (and quota) stay until they are gone."""
+    """Admitted -> Evicting (``reason`` Preempted, Deactivated, GangStartFailed, NodeLost): its
+    pods are to be stopped; the admission (and quota) stay until they are gone."""
     _move_workload(wl, WorkloadState.EVICTING)
     set_condition(wl, "Evicted", "True", reason, message, now)
     if preemption_reason is not None:
@@ -233,6 +233,8 @@ JOB_TRANSITIONS: dict[tuple[JobPhase | None, JobPhase], str] = {
     (_J.QUEUED, _J.SUSPENDED): "suspended",
     # a replica failed and its restart policy allows a retry: the whole gang restarts
     (_J.RUNNING, _J.RESTARTING): "restarting",
+    # a GPU or node under it failed, or its node is drained: requeued to run elsewhere
+    (_J.RUNNING, _J.QUEUED): "requeued",
     # the Master (or every Worker, or with elasticPolicy any Worker) succeeded
     (_J.RUNNING, _J.SUCCEEDED): "succeeded",
     # the scheduler chose it as a victim: SIGTERM, checkpoint, requeue
@@ -247,6 +249,8 @@ JOB_TRANSITIONS: dict[tuple[JobPhase | None, JobPhase], str] = {
     (_J.RESTARTING, _J.SUCCEEDED): "succeeded",
     # preempted while its gang restarted
     (_J.RESTARTING, _J.PREEMPTED): "preempted",
+    # a GPU or node under the restarting gang failed, or its node is drained: requeued
+    (_J.RESTARTING, _J.QUEUED): "requeued",
     # suspended while its gang restarted
     (_J.RESTARTING, _J.SUSPENDED): "suspended",
     # its pods are gone and its Workload is requeued: it waits to resume from its checkpoint

@@ -42,7 +42,7 @@ from muster.controllers.trainingjob import TrainingJobController
 from muster.controllers.workflow import WorkflowController
 from muster.controllers.workflow_launch import WORKFLOW_LABEL
 from muster.controllers.workloads import WorkloadController
-from muster.runtime.base import PodStatusChange, Runtime
+from muster.runtime.base import PodReason, PodStatusChange, Runtime
 from muster.scheduler import Policy
 from muster.store.base import Store
 
@@ -81,6 +81,8 @@ class ManagerConfig:
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     pending_message_seconds: float = 10.0
+    # how long a runtime that starts gangs as one unit (Ray, Kubernetes) may take to place one
+    gang_timeout_seconds: float = 60.0
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -106,7 +108,7 @@ class Manager:
         )
         self._own_runtime = runtime is None
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
-        self.executor = PodExecutor(self.ctx, self.runtime)
+        self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
         self.jobs = TrainingJobController(self.ctx, node_address=self._node_address)
         self.workflows = WorkflowController(self.ctx)
@@ -190,6 +192,10 @@ class Manager:
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
+        if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
+            # Maybe lost with its node: the nodes first, so the executor knows which are gone.
+            self.nodes.sync()
+            self.executor.set_nodes(self.nodes.addresses())
         self.executor.observe(reports)
         if full:
             self.executor.resync()

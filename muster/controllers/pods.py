@@ -57,6 +57,7 @@ class StopReasons:
     GANG_RESTART = "GangRestart"  # another replica failed: the whole gang restarts
     JOB_FINISHED = "JobFinished"  # the job ended and its cleanPodPolicy stops what still runs
     DELETED = "Deleted"  # its owner is gone (garbage collection)
+    NODE_LOST = "NodeLost"  # a node of its Workload's placement stopped answering
 
 
 def phase(pod: Obj) -> str:

@@ -2,8 +2,10 @@
 
 An admitted Workload whose owner deactivated it (``spec.active=false``: a suspended job) is
 evicted here (Evicted=True, reason Deactivated); the scheduler loop evicts preemption victims
-itself. For an evicting Workload this controller asks every unfinished pod to stop (reason
-Preempted or Suspended: SIGTERM, the grace period, SIGKILL), and once every pod is terminal
+itself, the pod executor the Workloads whose pods the runtime failed for reasons outside the
+job (GangStartFailed, NodeLost). For an evicting Workload this controller asks every
+unfinished pod to stop (reason Preempted, NodeLost or Suspended: SIGTERM, the grace period,
+SIGKILL), and once every pod is terminal
 or gone it clears the admission and requeues the Workload
 (:func:`muster.controllers.lifecycle.requeue_workload`). Its quota is held until then, so
 whatever replaces it never over-commits GPUs (docs/control-plane.md, "Workload lifecycle").
@@ -25,10 +27,15 @@ from muster.controllers.pods import (
     stop_requested_object,
 )
 
-__all__ = ["DEACTIVATED", "WorkloadController", "workload_pods"]
+__all__ = ["DEACTIVATED", "EVICTION_STOP_REASONS", "WorkloadController", "workload_pods"]
 
 Obj = dict[str, Any]
 DEACTIVATED = "Deactivated"
+# The stop reason of the pods of a Workload evicted for each reason (anything else: Suspended).
+EVICTION_STOP_REASONS = {
+    "Preempted": StopReasons.PREEMPTED,
+    "NodeLost": StopReasons.NODE_LOST,
+}
 
 
 def workload_pods(ctx: Context, wl: Obj) -> list[Obj]:
@@ -59,7 +66,7 @@ class WorkloadController:
 
     def _evict(self, wl: Obj) -> None:
         evicted = condition(wl, "Evicted") or {}
-        reason = StopReasons.PREEMPTED if evicted.get("reason") == "Preempted" else StopReasons.SUSPENDED
+        reason = EVICTION_STOP_REASONS.get(evicted.get("reason") or "", StopReasons.SUSPENDED)
         live = [p for p in workload_pods(self.ctx, wl) if not is_final(p)]
         now = self.ctx.now()
         for pod in live:

@@ -263,7 +263,8 @@ class PodLaunch:
     """Everything a runtime needs to start a pod. Wire: a Pod with ``spec.nodeName`` set.
 
     ``termination_grace_seconds`` is ``spec.terminationGracePeriodSeconds`` (default 30):
-    the grace a stop uses when the caller gives none.
+    the grace a stop uses when the caller gives none. ``node`` is ``spec.nodeName`` (a
+    runtime with several nodes starts the pod there).
     """
 
     ref: PodRef
@@ -271,6 +272,7 @@ class PodLaunch:
     volumes: tuple[Volume, ...] = ()
     termination_grace_seconds: float = 30.0
     labels: Mapping[str, str] = field(default_factory=dict)
+    node: str = ""
 
 
 @dataclass(frozen=True)
