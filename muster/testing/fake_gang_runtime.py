@@ -33,7 +33,8 @@ __all__ = ["GangFakeRuntime"]
 
 
 class GangFakeRuntime(FakeRuntime, SupportsGangStart):
-    """``nodes`` (names) with ``gpus`` fake GPUs each; gangs start when the test says."""
+    """``nodes`` (names) with ``gpus`` fake GPUs each, at 10.0.0.1, 10.0.0.2, ...; gangs start
+    when the test says."""
 
     def __init__(self, nodes: Sequence[str] = ("node-0",), gpus: int = 4, hold_stops: bool = False) -> None:
         super().__init__(gpus=gpus, node=nodes[0], hold_stops=hold_stops)
@@ -54,7 +55,8 @@ class GangFakeRuntime(FakeRuntime, SupportsGangStart):
                 else NodeCondition("Ready", "True", "FakeRuntimeReady")
             )
             labels = {**base.labels, "kubernetes.io/hostname": name}
-            out.append(replace(base, name=name, labels=labels, conditions=(ready,)))
+            address = f"10.0.0.{self.node_names.index(name) + 1}"
+            out.append(replace(base, name=name, labels=labels, conditions=(ready,), address=address))
         return out
 
     def start(self, pod: PodLaunch, devices: object) -> list[str]:

@@ -100,6 +100,23 @@ def test_a_job_runs_as_one_gang(gh: GangHarness):
     h.settle(lambda: h.has("TrainingJob", "train", "Running"))
 
 
+def test_pods_reach_the_master_at_its_nodes_address(gh: GangHarness):
+    h = gh
+    h.apply(job("train", workers=1, master=True, gpus=4))
+    h.settle(lambda: h.rt.gangs)
+    members = {m.pod.ref.name: m for m in h.rt.gang("train").members}
+    master_node = members["train-master-0"].node
+    assert {m.node for m in members.values()} == set(NODES)  # 4 GPUs each: one pod per node
+    address = f"10.0.0.{NODES.index(master_node) + 1}"
+    for member in members.values():
+        assert member.pod.containers[0].env["MASTER_ADDR"] == address
+    node = h.get("Node", master_node, None)
+    assert {"type": "InternalIP", "address": address} in node["status"]["addresses"]
+    h.rt.place("train")
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    assert h.pods()["train-master-0"]["status"]["hostIP"] == address
+
+
 def test_a_gang_that_cannot_be_placed_is_requeued_without_counting(gh: GangHarness):
     h = gh
     h.apply(job("train", workers=2, gpus=2, run_policy={"backoffLimit": 0}))
