@@ -65,10 +65,19 @@ def up(
         str,
         typer.Option(
             "--runtime",
-            help="Where pods run: local (processes on this machine) or none (the API server only: "
-            "no controllers, scheduling or pods).",
+            help="Where pods run: local (processes on this machine), ray (actors on the Ray cluster "
+            "at --ray-address) or none (the API server only: no controllers, scheduling or pods).",
         ),
     ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="The Ray cluster of --runtime ray: its GCS address HOST:PORT, or auto (the cluster "
+            "`ray start` made this machine part of).",
+            show_default=False,
+        ),
+    ] = None,
     fake_gpus: Annotated[
         str | None,
         typer.Option(
@@ -93,7 +102,7 @@ def up(
     from muster.store import StoreError, open_store
 
     s = settings(home=home, store=store)
-    manager = _manager_config(runtime, fake_gpus, placement, s)
+    manager = _manager_config(runtime, fake_gpus, placement, s, ray_address)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
     creds = load_or_create_credentials(s.credentials_path)
@@ -142,7 +151,9 @@ def up(
         _remove_server_file(s, url)
 
 
-def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Settings) -> ManagerConfig | None:
+def _manager_config(
+    runtime: str, fake_gpus: str | None, placement: str, s: Settings, ray_address: str | None = None
+) -> ManagerConfig | None:
     """The manager's settings from the options; bad values fail here, before anything starts."""
     from muster.controllers.manager import RUNTIMES, ManagerConfig
     from muster.runtime.local.fake import FakeGpuSpecError, parse_fake_gpus
@@ -150,9 +161,15 @@ def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Sett
     if runtime == "none":
         if fake_gpus:
             fail("--fake-gpus needs a runtime: drop --runtime none", EXIT_BAD_INPUT)
+        if ray_address:
+            fail("--ray-address is for --runtime ray", EXIT_BAD_INPUT)
         return None
     if runtime not in RUNTIMES:
         fail(f"--runtime {runtime!r} is unknown; use one of {', '.join((*RUNTIMES, 'none'))}", EXIT_BAD_INPUT)
+    if runtime == "ray":
+        _check_ray(ray_address, fake_gpus)
+    elif ray_address:
+        fail(f"--ray-address is for --runtime ray (not {runtime})", EXIT_BAD_INPUT)
     if placement not in _PLACEMENTS:
         fail(f"--placement {placement!r} is unknown; use one of {', '.join(_PLACEMENTS)}", EXIT_BAD_INPUT)
     if fake_gpus:
@@ -160,7 +177,24 @@ def _manager_config(runtime: str, fake_gpus: str | None, placement: str, s: Sett
             parse_fake_gpus(fake_gpus)
         except FakeGpuSpecError as exc:
             fail(str(exc), EXIT_BAD_INPUT)
-    return ManagerConfig(runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home)
+    return ManagerConfig(
+        runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home, ray_address=ray_address
+    )
+
+
+def _check_ray(address: str | None, fake_gpus: str | None) -> None:
+    if not address:
+        fail("--runtime ray needs --ray-address HOST:PORT (the Ray head's GCS) or auto", EXIT_BAD_INPUT)
+    if fake_gpus:
+        fail(
+            "--fake-gpus is for the local runtime; Ray nodes declare their GPUs "
+            "(ray start --num-gpus N --resources '{\"accelerator_type:A100\": 1}')",
+            EXIT_BAD_INPUT,
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        fail("--runtime ray needs Ray in this environment: pip install 'muster[ray]'", EXIT_BAD_INPUT)
 
 
 class _Terminated(Exception):

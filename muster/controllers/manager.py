@@ -51,7 +51,7 @@ __all__ = ["RUNTIMES", "Manager", "ManagerConfig"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-RUNTIMES = ("local",)
+RUNTIMES = ("local", "ray")
 # Kinds whose changes can change a scheduling decision (Pods only when they end or go).
 _SCHEDULER_KINDS = frozenset(
     {
@@ -76,6 +76,8 @@ class ManagerConfig:
 
     runtime: str = "local"
     fake_gpus: str | None = None
+    # the Ray cluster to join (--ray-address ADDR|auto) for runtime "ray"
+    ray_address: str | None = None
     placement: str = "binpack"
     home: Path | None = None
     resync_seconds: float = 10.0
@@ -88,6 +90,14 @@ class ManagerConfig:
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise ValueError(f"runtime {self.runtime!r} is unknown; use one of {', '.join(RUNTIMES)}")
+        if (self.runtime == "ray") != (self.ray_address is not None):
+            raise ValueError(
+                "the ray runtime needs a Ray address (--ray-address ADDR|auto), and only it takes one"
+            )
+        if self.runtime == "ray" and self.fake_gpus:
+            raise ValueError(
+                "--fake-gpus is for the local runtime: declare GPUs on the Ray nodes (ray start --num-gpus N)"
+            )
         Policy(placement=self.placement)  # raises naming the known policies
 
 
@@ -279,6 +289,10 @@ class Manager:
         return self.executor.node_addresses.get(node, "127.0.0.1")
 
     def _open_runtime(self, home: Path) -> Runtime:
+        if self.config.runtime == "ray":
+            from muster.runtime.ray.runtime import RayRuntime
+
+            return RayRuntime(home, address=self.config.ray_address)
         from muster.runtime.local.fake import parse_fake_gpus
         from muster.runtime.local.runtime import LocalRuntime
 
