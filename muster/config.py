@@ -33,6 +33,19 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL of the store; default sqlite:///$MUSTER_HOME/muster.db.",
     )
+    # The server's defaults for `muster doctor` (None: the doctor's own, see docs/operations.md).
+    doctor_idle_threshold: float | None = Field(
+        default=None, description="Percent utilisation under which an allocated GPU counts as idle (5)."
+    )
+    doctor_idle_minutes: float | None = Field(
+        default=None, description="Minutes an allocated GPU must stay idle to be reported (10)."
+    )
+    doctor_pending_minutes: float | None = Field(
+        default=None, description="Minutes a Workload may wait for admission before it is reported (30)."
+    )
+    doctor_restarts: int | None = Field(
+        default=None, description="Gang restarts of an active job that make a restart loop (3)."
+    )
 
     @property
     def db_path(self) -> Path:

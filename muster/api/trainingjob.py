@@ -245,6 +245,15 @@ class PreemptionRecord(MusterModel):
     preemptor: str | None = Field(default=None, description="Workload that caused it, namespace/name.")
     reason: str = Field(default="", description="InClusterQueue, InCohortReclamation, ...")
     message: str = Field(default="", description="Human-readable detail.")
+    resumed_at: str | None = Field(
+        default=None, description="When the next run's pods were created (UTC); unset until it resumes."
+    )
+    checkpoint_found: bool | None = Field(
+        default=None, description="Whether MUSTER_CHECKPOINT_DIR held a checkpoint when it resumed."
+    )
+    checkpoint: str | None = Field(
+        default=None, description="The newest file in MUSTER_CHECKPOINT_DIR then (relative path)."
+    )
 
 
 class TrainingJobStatus(MusterModel):

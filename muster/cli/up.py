@@ -122,7 +122,8 @@ def up(
         )
     err_console.print(
         f"Muster {__version__} at {url}\n  store: {_redacted(s.store_url)}\n"
-        f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)",
+        f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)\n"
+        f"  dashboard: {url}/ (sign in with the token)",
         markup=False,
     )
     application = create_app(opened, [creds.token], hooks=server_hooks(manager), home=s.home)

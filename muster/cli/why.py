@@ -9,6 +9,7 @@ only gathers and renders.
 from __future__ import annotations
 
 import contextlib
+import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -19,14 +20,15 @@ from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
 from muster.cli.output import Output, print_rows, print_value
-from muster.controllers.explain import Explanation, WhyContext, explain, failing_pod
-from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL
+from muster.controllers.explain import Explanation, WhyContext, explain
+from muster.controllers.explain.gather import gather as gather_from
 from muster.controllers.usage import fmt_amount
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiError, ApiNotFound
 
-__all__ = ["gather", "render", "why"]
+__all__ = ["ClientSource", "gather", "render", "why"]
 
+_NODES_SHOWN = 12
 _STYLES = {
     "Running": "green",
     "Admitted": "green",
@@ -63,38 +65,32 @@ def why(
             render(explanation)
 
 
-def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
-    """Everything :func:`explain` looks at, around ``obj``."""
-    ns = obj["metadata"].get("namespace") or "default"
-    name = obj["metadata"]["name"]
-    labels = obj["metadata"].get("labels") or {}
-    ctx = WhyContext()
-    if obj["kind"] == "TrainingJob":
-        ctx.job = obj
-        ctx.workload = _get(client, "Workload", (obj.get("status") or {}).get("workload") or name, ns)
-        ctx.pods = client.list("Pod", ns, f"{JOB_NAME_LABEL}={name}")["items"]
-    elif obj["kind"] == "Workload":
-        ctx.workload = obj
-        owner = next(iter(obj["metadata"].get("ownerReferences") or []), None)
-        if owner and owner.get("kind") == "TrainingJob":
-            ctx.job = _get(client, "TrainingJob", owner["name"], ns)
-        ctx.pods = client.list("Pod", ns, f"{WORKLOAD_LABEL}={name}")["items"]
-    else:
-        ctx.pods = [obj]
-        if labels.get(JOB_NAME_LABEL):
-            ctx.job = _get(client, "TrainingJob", labels[JOB_NAME_LABEL], ns)
-        if labels.get(WORKLOAD_LABEL):
-            ctx.workload = _get(client, "Workload", labels[WORKLOAD_LABEL], ns)
-    ctx.cluster_queues = client.list("ClusterQueue")["items"]
-    ctx.local_queues = client.list("LocalQueue")["items"]
-    ctx.workloads = client.list("Workload")["items"]
-    ctx.events = client.list("Event", ns)["items"]
-    failing = failing_pod(ctx.pods)
-    if failing is not None and tail:
-        pod = failing["metadata"]["name"]
+class ClientSource:
+    """:class:`muster.controllers.explain.gather.Source` over the REST client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def get(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return self.client.get(kind, name, namespace)
+        except ApiNotFound:
+            return None
+
+    def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        return self.client.list(kind, namespace, selector)["items"]
+
+    def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
         with contextlib.suppress(ApiError):  # no log (never started, several containers): no tail
-            ctx.log_tails = {pod: list(client.logs(pod, ns, tail_lines=tail))}
-    return ctx
+            return list(self.client.logs(pod, namespace, tail_lines=lines))
+        return []
+
+
+def gather(client: Client, obj: dict[str, Any], tail: int = 20) -> WhyContext:
+    """Everything :func:`explain` looks at, around ``obj``, fetched from the server."""
+    return gather_from(ClientSource(client), obj, tail, now=time.time())
 
 
 def render(ex: Explanation, now: datetime | None = None) -> None:
@@ -139,6 +135,20 @@ def render(ex: Explanation, now: datetime | None = None) -> None:
             ],
             indent="  ",
         )
+    if ex.nodes:
+        shown = ex.nodes[:_NODES_SHOWN]
+        fitting = sum(1 for v in ex.nodes if v.fits)
+        _heading(f"Nodes ({fitting} of {len(ex.nodes)} can host a pod now)")
+        print_rows(
+            ["NODE", "VERDICT", "WHY"],
+            [[v.node, "fits" if v.fits else v.reason, v.message] for v in shown],
+            indent="  ",
+        )
+        if len(ex.nodes) > len(shown):
+            _item(f"and {len(ex.nodes) - len(shown)} more nodes (-o json lists them all)")
+    if ex.fragmentation is not None:
+        _heading("Free GPUs")
+        _item(ex.fragmentation.message)
     if ex.pods:
         _heading("Pods")
         print_rows(
@@ -166,6 +176,14 @@ def render(ex: Explanation, now: datetime | None = None) -> None:
             by = f" by {pre.preemptor}" if pre.preemptor else ""
             detail = f" ({pre.reason})" if pre.reason else ""
             _item(f"{when}{by}{detail}" + (f": {pre.message}" if pre.message else ""))
+            if pre.resumed_at is None:
+                console.print("      not resumed yet", markup=False)
+            elif pre.checkpoint_found:
+                resumed = f"{age(pre.resumed_at, now)} ago"
+                console.print(f"      resumed {resumed}: checkpoint {pre.checkpoint} found", markup=False)
+            else:
+                resumed = f"{age(pre.resumed_at, now)} ago"
+                console.print(f"      resumed {resumed} with no checkpoint: it started over", markup=False)
     if ex.unblock:
         _heading("What would unblock it" if ex.state not in ("Failed", "Restarting") else "What to do")
         for hint in ex.unblock:
@@ -204,23 +222,6 @@ def _failure(ex: Explanation) -> None:
             _heading(f"Log tail of {pod.replica} (muster logs {pod.name})")
             for line in failure.log_tail:
                 console.print("  | " + line.rstrip("\n"), markup=False, highlight=False)
-
-
-def _event_row(event: dict[str, Any], now: datetime) -> list[str]:
-    return [
-        age(event.get("lastTimestamp"), now),
-        event.get("type") or "",
-        event.get("reason") or "",
-        event["object"],
-        event.get("message") or "",
-    ]
-
-
-def _get(client: Client, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-    try:
-        return client.get(kind, name, namespace)
-    except ApiNotFound:
-        return None
 
 
 def _field(label: str, value: str) -> None:

@@ -55,6 +55,7 @@ class DecisionWriter:
                 admitted.append(stored)
         for p in decisions.preempted:
             self._preempt(built, p)
+        self.ctx.metrics.decisions.labels("pending").inc(len(decisions.pending))
         for pending in decisions.pending:
             wl = built.workloads.get(workload_key(pending.namespace, pending.name))
             if wl is not None:
@@ -73,6 +74,10 @@ class DecisionWriter:
         if stored is not None:
             self._written.pop(workload_key(a.namespace, a.name), None)
             self.ctx.event(stored, event)
+            queued = a.workload.eviction_time or a.workload.creation_time
+            wait = max(0.0, self.ctx.now() - queued)
+            self.ctx.metrics.admission_wait.labels(a.cluster_queue).observe(wait)
+            self.ctx.metrics.decisions.labels("admitted").inc()
         return stored
 
     def _preempt(self, built: Built, p: Preemption) -> None:
@@ -92,6 +97,9 @@ class DecisionWriter:
         if stored is None:
             return
         self.ctx.event(stored, event)
+        self.ctx.metrics.preemptions.labels(p.reason).inc()
+        self.ctx.metrics.evictions.labels("Preempted").inc()
+        self.ctx.metrics.decisions.labels("preempted").inc()
         target = built.workloads.get(workload_key(p.preemptor.namespace, p.preemptor.name))
         if target is not None:
             self.ctx.event(

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.lifecycle import EventSpec
+from muster.controllers.metrics import ControlPlaneMetrics
 from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store, StoreError
 from muster.store.events import record_event
 
@@ -113,6 +114,7 @@ class Context:
     clock: Callable[[], float]
     timers: Timers = field(default_factory=Timers)
     events: EventRecorder | None = None
+    metrics: ControlPlaneMetrics = field(default_factory=ControlPlaneMetrics)
 
     def now(self) -> float:
         return self.clock()

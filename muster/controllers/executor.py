@@ -51,6 +51,7 @@ from muster.controllers.pods import (
     ended_by_stop,
     is_final,
     phase,
+    stop_grace,
     stop_reason,
     stop_requested,
 )
@@ -155,6 +156,8 @@ class PodExecutor:
             self._unwritten[ref.uid] = change
             return
         self.ctx.event(stored, _event(stored, event_reason, new))
+        if new is PodPhase.FAILED:
+            self._count_failure(stored)
         if change.final:
             self._release(ref)
             self._finish_stop(stored)
@@ -381,6 +384,7 @@ class PodExecutor:
                 if stored is None:
                     continue
                 self.ctx.event(stored, EventSpec("Warning", reason, text))
+                self.ctx.metrics.evictions.labels(reason).inc()
             del self._evictions[key]
 
     def _node_lost(self, node: str) -> bool:
@@ -396,10 +400,7 @@ class PodExecutor:
         if ref.uid in self._tracked:
             if ref.uid not in self._stopping:
                 asked = stop_reason(pod) or "Stopped"
-                grace = pod["spec"].get("terminationGracePeriodSeconds")
-                self._stop(
-                    ref, None if grace is None else float(grace), _RUNTIME_STOP.get(asked, StopReason.STOPPED)
-                )
+                self._stop(ref, stop_grace(pod), _RUNTIME_STOP.get(asked, StopReason.STOPPED))
                 self.ctx.event(
                     pod,
                     EventSpec(
@@ -429,7 +430,11 @@ class PodExecutor:
         if stored is None:
             return
         self.ctx.event(stored, EventSpec("Warning", "Failed", f"{reason}: {message}"))
+        self._count_failure(stored)
         self._finish_stop(stored)
+
+    def _count_failure(self, pod: Obj) -> None:
+        self.ctx.metrics.pod_failures.labels((pod.get("status") or {}).get("reason") or "Error").inc()
 
     def _finish_stop(self, pod: Obj) -> None:
         """A final pod the stop ended: its status is stored, so the object goes. One that ended

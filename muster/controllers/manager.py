@@ -23,9 +23,11 @@ runtime without stopping any pod: the next manager re-adopts them.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,9 @@ from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.context import Context, EventRecorder
 from muster.controllers.executor import PodExecutor
 from muster.controllers.gc import collect_garbage
+from muster.controllers.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
+from muster.controllers.health import HealthController
+from muster.controllers.metrics import ClusterState
 from muster.controllers.nodes import NodeController
 from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL, is_final
 from muster.controllers.scheduling import SchedulerLoop
@@ -42,7 +47,15 @@ from muster.controllers.trainingjob import TrainingJobController
 from muster.controllers.workflow import WorkflowController
 from muster.controllers.workflow_launch import WORKFLOW_LABEL
 from muster.controllers.workloads import WorkloadController
-from muster.runtime.base import PodReason, PodStatusChange, Runtime
+from muster.runtime.base import (
+    GpuDevice,
+    GpuFault,
+    PodReason,
+    PodRuntimeError,
+    PodStatusChange,
+    Runtime,
+    SupportsFaultInjection,
+)
 from muster.scheduler import Policy
 from muster.store.base import Store
 
@@ -85,6 +98,9 @@ class ManagerConfig:
     pending_message_seconds: float = 10.0
     # how long a runtime that starts gangs as one unit (Ray, Kubernetes) may take to place one
     gang_timeout_seconds: float = 60.0
+    node_grace_seconds: float = 40.0
+    gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
+    gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -120,6 +136,11 @@ class Manager:
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
         self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
+        self.health = HealthController(
+            self.ctx,
+            offered=lambda: self.executor.node_addresses,
+            grace_seconds=self.config.node_grace_seconds,
+        )
         self.jobs = TrainingJobController(self.ctx, node_address=self._node_address)
         self.workflows = WorkflowController(self.ctx)
         self.workloads = WorkloadController(self.ctx)
@@ -128,7 +149,15 @@ class Manager:
             Policy(placement=self.config.placement),
             message_interval=self.config.pending_message_seconds,
         )
+        self.gpus = GpuMonitor(
+            self.runtime,
+            self.config.clock,
+            interval=self.config.gpu_sample_seconds,
+            history_seconds=self.config.gpu_history_seconds,
+        )
+        self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
+        self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._opened = False
@@ -183,9 +212,9 @@ class Manager:
     def _wait_time(self) -> float:
         now = self.ctx.now()
         wake = [self._next_resync, now + _IDLE_WAIT]
-        timer = self.ctx.timers.next_time()
-        if timer is not None:
-            wake.append(timer)
+        for timer in (self.ctx.timers.next_time(), self.gpus.next_time()):
+            if timer is not None:
+                wake.append(timer)
         return max(0.0, min(wake) - now)
 
     def run_once(self, changes: Iterable[PodStatusChange] = ()) -> None:
@@ -196,9 +225,13 @@ class Manager:
         changed = ctx.cache.take_changes()
         for key in ctx.timers.due(now):
             changed.setdefault(key, ctx.cache.get(key[0], key[2], key[1] or None))
+        answered = self._inject_faults()
+        sampled = self.gpus.due(now) or (bool(answered) and self.gpus.enabled)
+        if sampled:  # injected readings show at once
+            self._sample_gpus(now)
         full = now >= self._next_resync
         reports = list(changes)
-        if not (changed or reports or full or self.nodes.due()):
+        if not (changed or reports or full or self.nodes.due() or sampled or answered):
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
@@ -209,9 +242,15 @@ class Manager:
         self.executor.observe(reports)
         if full:
             self.executor.resync()
-        if self.nodes.due():
+        synced = self.nodes.due() or sampled or bool(answered)
+        if synced:
+            # A GPU sample may have found a fault (an XID event, a lost GPU): nodes follow at once.
             self.nodes.sync()
             self.executor.set_nodes(self.nodes.addresses())
+        for future, device in answered:
+            future.set_result(device)  # the node's status is written: the caller sees it
+        if full or synced or any(k[0] == "Node" for k in changed):
+            self.health.reconcile()
         if full or any(
             k[0] in ("TrainingJob", "Workload", "Workflow")
             and ctx.cache.get(k[0], k[2], k[1] or None) is None
@@ -284,6 +323,40 @@ class Manager:
             if kind == "Pod" and (obj is None or is_final(obj) or obj["metadata"].get("deletionTimestamp")):
                 return True
         return False
+
+    def request_fault(self, node: str, fault: GpuFault) -> Future[GpuDevice]:
+        """(Any thread; testing only.) Inject ``fault`` into a fake GPU of ``node`` on the next
+        pass; the future holds the device as reported once the node's status is written, or the
+        error (KeyError for an unknown node or GPU, PodRuntimeError for real GPUs)."""
+        future: Future[GpuDevice] = Future()
+        if not isinstance(self.runtime, SupportsFaultInjection):
+            future.set_exception(PodRuntimeError(f"the {self.runtime.name} runtime takes no injected faults"))
+            return future
+        self._faults.put((node, fault, future))
+        self.ctx.cache.mark([("Node", "", node)])  # wakes the loop
+        return future
+
+    def _inject_faults(self) -> list[tuple[Future[GpuDevice], GpuDevice]]:
+        answered = []
+        while True:
+            try:
+                node, fault, future = self._faults.get_nowait()
+            except queue.Empty:
+                return answered
+            try:
+                device = self.runtime.inject_gpu_fault(node, fault)  # type: ignore[attr-defined]
+            except (KeyError, PodRuntimeError) as exc:
+                future.set_exception(exc)
+                continue
+            log.warning("fault injected into GPU %s of node %s: %s", fault.gpu, node, fault)
+            answered.append((future, device))
+
+    def _sample_gpus(self, now: float) -> None:
+        try:
+            self.gpus.sample(now)
+        except Exception:  # a driver hiccup must not stop the pass; the next sample retries
+            self.gpus.errors += 1
+            log.exception("sampling the GPUs failed")
 
     def _node_address(self, node: str) -> str:
         return self.executor.node_addresses.get(node, "127.0.0.1")

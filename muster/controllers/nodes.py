@@ -55,6 +55,8 @@ class NodeController:
         infos = self.runtime.nodes()
         self._names = [info.name for info in infos]
         self._addresses = {info.name: info.address for info in infos}
+        for gone in set(self._last_beat) - set(self._names):
+            del self._last_beat[gone]  # no longer offered: the health controller judges it
         for info in infos:
             resized |= self._sync_node(info, now)
         if resized:

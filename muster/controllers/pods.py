@@ -22,7 +22,9 @@ __all__ = [
     "JOB_NAME_LABEL",
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",
+    "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
+    "WORKFLOW_LABEL",
     "WORKLOAD_LABEL",
     "StopReasons",
     "describe_failure",
@@ -31,6 +33,7 @@ __all__ = [
     "is_final",
     "phase",
     "request_stop",
+    "stop_grace",
     "stop_reason",
     "stop_requested",
     "stop_requested_object",
@@ -40,10 +43,15 @@ JOB_NAME_LABEL = "muster.dev/job-name"
 REPLICA_TYPE_LABEL = "muster.dev/replica-type"
 REPLICA_INDEX_LABEL = "muster.dev/replica-index"
 WORKLOAD_LABEL = "muster.dev/workload"
+# The Workflow a task's pods belong to (the Workflow controller sets it on every task attempt).
+WORKFLOW_LABEL = "muster.dev/workflow"
 # Which run of the job a pod belongs to: "<Workload requeue count>-<job restart count>". Pods of
 # an earlier run are stale: stopped and deleted before the next run's pods are created.
 ATTEMPT_LABEL = "muster.dev/attempt"
 STOP_REASON_ANNOTATION = "muster.dev/stop-reason"
+# A grace period (seconds) that overrides spec.terminationGracePeriodSeconds for this stop
+# (a drain's --grace-period).
+STOP_GRACE_ANNOTATION = "muster.dev/stop-grace-seconds"
 FINAL_PHASES = ("Succeeded", "Failed")
 _RUNTIME_STOP_REASONS = frozenset(r.value for r in StopReason)
 
@@ -57,7 +65,9 @@ class StopReasons:
     GANG_RESTART = "GangRestart"  # another replica failed: the whole gang restarts
     JOB_FINISHED = "JobFinished"  # the job ended and its cleanPodPolicy stops what still runs
     DELETED = "Deleted"  # its owner is gone (garbage collection)
+    GPU_UNHEALTHY = "GPUUnhealthy"  # a GPU of its Workload's placement went unhealthy
     NODE_LOST = "NodeLost"  # a node of its Workload's placement stopped answering
+    EVICTED = "Evicted"  # its node is being drained
 
 
 def phase(pod: Obj) -> str:
@@ -83,14 +93,29 @@ def ended_by_stop(pod: Obj) -> bool:
     return reason is not None and (reason == stop_reason(pod) or reason in _RUNTIME_STOP_REASONS)
 
 
-def stop_requested_object(pod: Obj, reason: str, now: float) -> Obj:
-    """A copy of ``pod`` carrying the stop request (the first reason stays)."""
+def stop_requested_object(pod: Obj, reason: str, now: float, grace: float | None = None) -> Obj:
+    """A copy of ``pod`` carrying the stop request (the first reason stays); ``grace``
+    overrides the pod's own grace period for this stop."""
     out = copy.deepcopy(pod)
     meta = out["metadata"]
     annotations = meta.setdefault("annotations", {})
     annotations.setdefault(STOP_REASON_ANNOTATION, reason)
+    if grace is not None and not meta.get("deletionTimestamp"):
+        annotations[STOP_GRACE_ANNOTATION] = f"{grace:g}"
     meta.setdefault("deletionTimestamp", iso(now))
     return out
+
+
+def stop_grace(pod: Obj) -> float | None:
+    """The grace period of the pod's stop: the stop's own, else the pod's (None: the default)."""
+    asked = (pod["metadata"].get("annotations") or {}).get(STOP_GRACE_ANNOTATION)
+    if asked is not None:
+        try:
+            return max(0.0, float(asked))
+        except ValueError:
+            pass
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return None if grace is None else float(grace)
 
 
 def request_stop(store: Store, pod: Obj, reason: str, now: float | None = None) -> Obj | None:

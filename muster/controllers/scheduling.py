@@ -80,6 +80,7 @@ class SchedulerLoop:
             self.stats.errors = [str(exc)]
             return []
         admitted = self.writer.write(built, decisions)
+        self.ctx.metrics.cycle_duration.observe(time.perf_counter() - started)
         self.stats = CycleStats(
             admitted=len(decisions.admitted),
             preempted=len(decisions.preempted),

@@ -8,8 +8,9 @@ its pods as they are now, so a pass interrupted anywhere is completed by the nex
 2. the Workload is created (queue, priority, one pod set per replica type), or kept active
    or deactivated as ``runPolicy.suspend`` says;
 3. the job's phase follows the Workload: waiting (Queued, with the pending reason), being
-   evicted (Preempted, not counted against backoffLimit; any other eviction but a
-   suspension, such as a gang the runtime could not place or a lost node, requeues it the
+   evicted (Preempted, not counted against backoffLimit; an eviction that is the
+   infrastructure's doing, :data:`~muster.controllers.workloads.REQUEUE_EVICTIONS` such as a
+   failed GPU, a lost or drained node or a gang the runtime could not place, requeues it the
    same way, straight to Queued), requeued (Queued again);
 4. once admitted, the pods of the current run are created, bound to the admission's
    placements; pods of an earlier run are stopped and removed first (a gang restart reuses
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from pathlib import Path
 from typing import Any
 
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
@@ -61,13 +63,14 @@ from muster.controllers.trainingjob_pods import (
     GangShape,
     build_pod,
     checkpoint_dir,
+    latest_checkpoint,
     pick_port,
     pod_name,
     port_free,
     training_env,
     workload_for,
 )
-from muster.controllers.workloads import DEACTIVATED
+from muster.controllers.workloads import REQUEUE_EVICTIONS
 from muster.runtime.base import PodReason
 
 __all__ = ["TrainingJobController"]
@@ -147,9 +150,9 @@ class _Pass:
         state = workload_state(wl)
         evicted = condition(wl, "Evicted") or {}
         preempted = evicted.get("status") == "True" and evicted.get("reason") == "Preempted"
-        # Any other eviction but a suspension is the infrastructure's doing (a gang the runtime
-        # could not place, a lost node): requeued to run elsewhere, never the job's failure.
-        moved = evicted.get("status") == "True" and evicted.get("reason") not in ("Preempted", DEACTIVATED)
+        # The infrastructure's evictions (workloads.REQUEUE_EVICTIONS) requeue it to run
+        # elsewhere, never the job's failure.
+        moved = evicted.get("status") == "True" and evicted.get("reason") in REQUEUE_EVICTIONS
         if state is WorkloadState.EVICTING and preempted:
             self._preempted(wl, evicted)
         elif state is WorkloadState.EVICTING and moved:
@@ -225,9 +228,10 @@ class _Pass:
         self.status.setdefault("preemptions", []).append(record)
 
     def _moved_off(self, evicted: Obj, waiting: bool = False) -> None:
-        """Its gang could not be placed, or its node was lost: requeued to run elsewhere. Not the
-        job's fault, so nothing counts against backoffLimit. A job whose gang never ran stays
-        Queued and says why while its Workload is ``waiting`` for the eviction to finish."""
+        """Its gang could not be placed, its GPU or node failed, or its node is drained: requeued
+        to run elsewhere. Not the job's fault, so nothing counts against backoffLimit. A job whose
+        gang never ran stays Queued and says why while its Workload is ``waiting`` for the
+        eviction to finish."""
         reason, message = evicted.get("reason") or "Evicted", evicted.get("message") or ""
         current = job_phase(self.job)
         if current in (JobPhase.RUNNING, JobPhase.RESTARTING):
@@ -327,11 +331,38 @@ class _Pass:
         shape = GangShape(masters, len(expected) - masters, self.ctl.node_address(first[3]["node"]), port)
         checkpoints = checkpoint_dir(self.ctx.home, self.job)
         checkpoints.mkdir(parents=True, exist_ok=True)
+        if len(missing) == len(expected):
+            self._note_resume(checkpoints)
         restarts = int(self.status.get("restartCount") or 0)
         for name, rtype, index, placement in missing:
             env = training_env(self.job, shape, rtype, index, restarts, checkpoints)
             if self.ctx.create(build_pod(self.job, rtype, index, placement, attempt, env)) is None:
                 log.info("pod %s/%s exists already; looking again next pass", self.ns, name)
+
+    def _note_resume(self, checkpoints: Path) -> None:
+        """The first run after a preemption: record whether a checkpoint was there to resume from."""
+        records = self.status.get("preemptions") or []
+        if not records or records[-1].get("resumedAt"):
+            return
+        record = records[-1]
+        found = latest_checkpoint(checkpoints)
+        record["resumedAt"] = iso(self.now)
+        record["checkpointFound"] = found is not None
+        if found is not None:
+            record["checkpoint"] = found
+            self.events.append(
+                EventSpec(
+                    "Normal", "ResumedFromCheckpoint", f"resuming after preemption; newest checkpoint {found}"
+                )
+            )
+        else:
+            self.events.append(
+                EventSpec(
+                    "Warning",
+                    "NoCheckpoint",
+                    f"resuming after preemption, but {checkpoints} holds no checkpoint: it starts over",
+                )
+            )
 
     def _succeeded(self, live: list[Obj]) -> bool:
         by_type: dict[str, list[Obj]] = {}
@@ -371,6 +402,8 @@ class _Pass:
                 return
             self.status["restartCount"] = restarts + 1
             self._move(JobPhase.RESTARTING, "Restarting", f"gang restart {restarts + 1}: {what}")
+            replicas = sum(int(r.get("replicas", 1) or 0) for r in self.job["spec"]["replicaSpecs"].values())
+            self.ctx.metrics.pod_restarts.labels(self.ns).inc(replicas)
 
     # -- ends ----------------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ __all__ = [
     "bound_pod_spec",
     "build_pod",
     "checkpoint_dir",
+    "latest_checkpoint",
     "owner_reference",
     "pick_port",
     "pod_name",
@@ -82,6 +83,28 @@ def owner_reference(job: Obj) -> Obj:
 def checkpoint_dir(home: Path, job: Obj) -> Path:
     meta = job["metadata"]
     return home / "checkpoints" / (meta.get("namespace") or "default") / meta["name"]
+
+
+def latest_checkpoint(directory: Path) -> str | None:
+    """The newest checkpoint in a job's checkpoint directory: the most recently modified file
+    below it (relative path), skipping hidden files and ``*.tmp`` (writes in progress); None
+    when there is none. This is what "a checkpoint was found on resume" means (docs/trainingjob.md)."""
+    newest: tuple[float, str] | None = None
+    if not directory.is_dir():
+        return None
+    for path in directory.rglob("*"):
+        rel = path.relative_to(directory)
+        if any(part.startswith(".") for part in rel.parts) or path.name.endswith(".tmp"):
+            continue
+        try:
+            if not path.is_file():
+                continue
+            mtime = path.stat().st_mtime
+        except OSError:  # removed meanwhile (the job prunes old checkpoints)
+            continue
+        if newest is None or (mtime, str(rel)) > newest:
+            newest = (mtime, str(rel))
+    return newest[1] if newest else None
 
 
 def workload_for(

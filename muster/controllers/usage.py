@@ -41,6 +41,7 @@ __all__ = [
     "pod_gpu_milli",
     "queue_usage",
     "quota_rows",
+    "scheduler_amount",
     "workload_requests",
     "workload_usage",
 ]
@@ -193,29 +194,20 @@ def node_usage(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[NodeUsage]:
 
 def gpu_usage(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[GpuUsage]:
     """Every GPU of every node, with the pods holding it (whole or a share)."""
-    by_node = _holding_pods_by_node(pods)
-    out = []
-    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
-        name = node["metadata"]["name"]
-        devices = (node.get("status") or {}).get("gpus") or []
-        holders: dict[int, list[GpuHolder]] = {}
-        for pod in by_node.get(name, []):
-            spec = pod.get("spec") or {}
-            milli = pod_gpu_milli(pod, devices)
-            for index in spec.get("gpus") or []:
-                holders.setdefault(int(index), []).append(GpuHolder(_ref(pod), milli))
-        for gpu in sorted(devices, key=lambda g: g["index"]):
-            out.append(
-                GpuUsage(
-                    node=name,
-                    index=int(gpu["index"]),
-                    model=str(gpu.get("model") or ""),
-                    memory=str(gpu.get("memory") or ""),
-                    health=str(gpu.get("health") or "Healthy"),
-                    holders=tuple(sorted(holders.get(int(gpu["index"]), []), key=lambda h: h.pod)),
-                )
-            )
-    return out
+    # Imported here: gpuview builds on this module (pod_gpu_milli).
+    from muster.controllers.gpuview import gpu_rows
+
+    return [
+        GpuUsage(
+            node=row.node,
+            index=row.index,
+            model=row.model,
+            memory=row.memory,
+            health=row.health,
+            holders=tuple(GpuHolder(f"{h.namespace}/{h.pod}", h.milli) for h in row.holders),
+        )
+        for row in gpu_rows(nodes, pods)
+    ]
 
 
 def pod_gpu_milli(pod: Obj, devices: Sequence[Obj] = ()) -> int:
@@ -369,6 +361,17 @@ def fmt_amount(resource: str, amount: Fraction | int) -> str:
                 return f"{_short(value / size)}{unit}"
         return _short(value)
     return _short(value)
+
+
+def scheduler_amount(resource: str, value: Any) -> str:
+    """An amount in the scheduler's units (thousandths of CPUs and GPUs, as pending details
+    carry them), for people; None is unlimited."""
+    if value is None:
+        return "unlimited"
+    # Imported here: the scheduler package loads NumPy, which the CLI should not pay for at start.
+    from muster.scheduler.snapshot import format_units
+
+    return fmt_amount(resource, Quantity.parse(format_units(resource, int(value))).value)
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ __all__ = [
     "GangLaunch",
     "GangMember",
     "GpuDevice",
+    "GpuFault",
     "GpuSample",
     "LaunchError",
     "MigDevice",
@@ -545,12 +546,34 @@ class SupportsGpuMetrics(ABC):
         """One sample per GPU of the node(s), in index order; empty without GPUs."""
 
 
+@dataclass(frozen=True)
+class GpuFault:
+    """What fault injection does to one GPU: for tests and drills only, never in production.
+
+    ``xid`` reports an XID error as NVML's XidCriticalError event would (a critical one makes
+    the GPU unhealthy; an application error such as 13 or 31 does not); ``lost`` makes the GPU
+    fall off the bus (NVML_ERROR_GPU_IS_LOST: unhealthy, no readings); ``clear`` forgets
+    every injected fault (healthy again). The readings, when given, are what the GPU reports
+    from now on (``utilization_pct`` 0-100). Fields left None change nothing.
+    """
+
+    gpu: int
+    xid: int | None = None
+    lost: bool = False
+    clear: bool = False
+    utilization_pct: float | None = None
+    memory_used_bytes: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+
+
 class SupportsFaultInjection(ABC):
     """A runtime whose GPU health can be overridden, to test how the system reacts to faults."""
 
     @abstractmethod
-    def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
-        """Mark GPU ``index`` (un)healthy as if the driver reported it; ``nodes()`` shows it.
-
-        Raises KeyError naming the known indices for an unknown GPU.
+    def inject_gpu_fault(self, node: str, fault: GpuFault) -> GpuDevice:
+        """Apply ``fault`` to GPU ``fault.gpu`` of ``node``; returns the device as :meth:`nodes`
+        reports it from now on. Only fake GPUs take faults: a runtime with real GPUs raises
+        :class:`PodRuntimeError` saying so. Raises KeyError naming the known nodes or GPUs
+        for an unknown one.
         """

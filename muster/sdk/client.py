@@ -166,6 +166,17 @@ class Client:
 
     # -- server --------------------------------------------------------------------------
 
+    def view(self, path: str, **params: Any) -> Any:
+        """A read-only view under ``/api/v1`` (``why/...``, ``doctor``, ``gpus``, ``queues/usage``,
+        ``nodes/usage``; docs/rest-api.md); ``params`` are its query parameters."""
+        query = {k: v for k, v in params.items() if v is not None}
+        return self._request("GET", f"/api/v1/{path.lstrip('/')}", params=query or None)
+
+    def inject_fault(self, node: str, fault: dict[str, Any]) -> dict[str, Any]:
+        """Testing only: make a fake GPU of ``node`` fail (``{"gpu": 1, "xid": 79}``, ``lost``,
+        ``clear``) or report readings; the GPU as the node now reports it."""
+        return self._request("POST", f"{_PREFIX}/nodes/{node}/fault-injection", json=fault)
+
     def health(self) -> bool:
         """True when a server answers ``/healthz`` (no token needed)."""
         try:

@@ -23,10 +23,11 @@ from fastapi import FastAPI
 from muster import __version__
 from muster.api import registry
 from muster.config import settings
-from muster.server.auth import BearerAuth
+from muster.server.auth import BearerAuth, TokenSet
+from muster.server.dashboard import install_dashboard
 from muster.server.errors import install_error_handlers
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
-from muster.server.routes import apply, logs, system
+from muster.server.routes import apply, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
 from muster.store import Store
@@ -67,6 +68,7 @@ def create_app(
     ``MUSTER_HOME`` whose pod logs it serves until a runtime registers itself (default: the
     settings' home)."""
     metrics = ServerMetrics(store)
+    token_set = TokenSet(tokens)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -102,14 +104,19 @@ def create_app(
     app.state.ready = False
     app.state.home = home if home is not None else settings().home
     app.state.log_source = None  # muster.server.logs.use_log_source
+    app.state.tokens = token_set  # the dashboard's sign-in checks a token against the same set
+    app.state.manager = None  # muster.server.views.use_manager
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(apply.router)
     app.include_router(logs.router)
+    app.include_router(insight.router)
+    app.include_router(faults.router)
     for info in registry.kinds():
         app.include_router(kind_router(info))
+    install_dashboard(app)
     # Outermost first: metrics see every request, including the ones auth turns away.
-    app.add_middleware(BearerAuth, tokens=list(tokens))
+    app.add_middleware(BearerAuth, tokens=token_set)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 

@@ -1,10 +1,24 @@
-"""Bearer-token authentication and the admin credentials of the embedded server.
+"""Token authentication and the admin credentials of the embedded server.
 
 On first start ``muster up`` generates an admin token into ``$MUSTER_HOME/credentials``
 (JSON, mode 0600, created with O_EXCL so two starting servers cannot both write it). Every
-request but ``GET /healthz`` must carry ``Authorization: Bearer <token>``; anything else gets
-401 in the API's error shape. Roles and bindings (DESIGN §10) will map tokens to
-identities here; until then a valid token is the admin.
+request but ``GET /healthz`` (and the dashboard's sign-in page and static files, which hold
+no data) must carry the token; anything else gets 401 in the API's error shape. Roles and
+bindings (DESIGN §10) will map tokens to identities here; until then a valid token is the
+admin.
+
+A token arrives in one of two ways:
+
+* ``Authorization: Bearer <token>`` (the CLI, the SDK, scripts);
+* the ``muster_session`` cookie, which ``POST /login`` sets (HttpOnly, SameSite=Strict) once
+  it has checked the token, so the dashboard's page and its own requests carry it without
+  script access to the token. A cookie is sent by the browser on its own, so a request
+  authenticated by it that changes anything must also carry the header ``X-Muster-CSRF``:
+  another site can make a browser send the cookie (SameSite aside), but it cannot add a
+  custom header without a CORS preflight, which this server never grants.
+
+A browser that asks for the dashboard page (``GET /``) without a valid token is sent to the
+sign-in page instead of getting a JSON 401.
 """
 
 from __future__ import annotations
@@ -14,16 +28,33 @@ import os
 import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from muster.config import read_credentials
 from muster.server.errors import error_response
 
-__all__ = ["BearerAuth", "Credentials", "load_credentials", "load_or_create_credentials"]
+__all__ = [
+    "CSRF_HEADER",
+    "LOGIN_PATH",
+    "SESSION_COOKIE",
+    "BearerAuth",
+    "Credentials",
+    "TokenSet",
+    "load_credentials",
+    "load_or_create_credentials",
+]
 
-PUBLIC_PATHS = frozenset({"/healthz"})
+SESSION_COOKIE = "muster_session"
+CSRF_HEADER = "X-Muster-CSRF"
+LOGIN_PATH = "/login"
+PUBLIC_PATHS = frozenset({"/healthz", LOGIN_PATH, "/logout"})
+PUBLIC_PREFIXES = ("/ui/static/",)  # the dashboard's scripts and styles: code, no data
+PAGE_PATHS = frozenset({"/"})  # pages a browser navigates to: no token sends it to LOGIN_PATH
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -63,40 +94,81 @@ def load_or_create_credentials(path: Path) -> Credentials:
     return creds
 
 
+class TokenSet:
+    """The tokens a server accepts."""
+
+    def __init__(self, tokens: Collection[str]) -> None:
+        if not tokens:
+            raise ValueError("the server needs at least one token")
+        self._tokens = [t.encode() for t in tokens]
+
+    def valid(self, presented: str | bytes) -> bool:
+        token = presented.encode() if isinstance(presented, str) else presented
+        # compare_digest against every token: the time taken does not reveal which one matched.
+        return any([secrets.compare_digest(token, t) for t in self._tokens])
+
+
 class BearerAuth:
     """ASGI middleware: 401 unless the request carries one of ``tokens`` (or is public)."""
 
     def __init__(
-        self, app: ASGIApp, tokens: Collection[str], public_paths: Collection[str] = PUBLIC_PATHS
+        self,
+        app: ASGIApp,
+        tokens: TokenSet | Collection[str],
+        public_paths: Collection[str] = PUBLIC_PATHS,
+        public_prefixes: tuple[str, ...] = PUBLIC_PREFIXES,
+        page_paths: Collection[str] = PAGE_PATHS,
     ) -> None:
-        if not tokens:
-            raise ValueError("the server needs at least one token")
         self.app = app
-        self.tokens = [t.encode() for t in tokens]
+        self.tokens = tokens if isinstance(tokens, TokenSet) else TokenSet(tokens)
         self.public_paths = frozenset(public_paths)
+        self.public_prefixes = public_prefixes
+        self.page_paths = frozenset(page_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.public_paths:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in self.public_paths or path.startswith(self.public_prefixes):
             await self.app(scope, receive, send)
             return
-        presented = _bearer(scope)
+        headers = _headers(scope)
+        presented, by_cookie = _bearer(headers), False
         if presented is None:
-            message = (
-                "authentication required: send 'Authorization: Bearer <token>' (see $MUSTER_HOME/credentials)"
-            )
-            await error_response(401, message, "Unauthorized")(scope, receive, send)
+            presented, by_cookie = _cookie(headers, SESSION_COOKIE), True
+        if presented is None or not self.tokens.valid(presented):
+            if path in self.page_paths and scope.get("method") in _SAFE_METHODS:
+                await RedirectResponse(LOGIN_PATH, status_code=303)(scope, receive, send)
+            elif presented is None:
+                message = (
+                    "authentication required: send 'Authorization: Bearer <token>' "
+                    "(see $MUSTER_HOME/credentials)"
+                )
+                await error_response(401, message, "Unauthorized")(scope, receive, send)
+            else:
+                await error_response(401, "invalid token", "Unauthorized")(scope, receive, send)
             return
-        # compare_digest against every token: the time taken does not reveal which one matched.
-        if not any([secrets.compare_digest(presented, t) for t in self.tokens]):
-            await error_response(401, "invalid token", "Unauthorized")(scope, receive, send)
+        if by_cookie and scope.get("method") not in _SAFE_METHODS and CSRF_HEADER.lower() not in headers:
+            message = f"a request signed in by the session cookie must send the {CSRF_HEADER} header to write"
+            await error_response(403, message, "Forbidden")(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
 
-def _bearer(scope: Scope) -> bytes | None:
-    for key, value in scope.get("headers", ()):
-        if key == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            if scheme.lower() == b"bearer" and token.strip():
-                return token.strip()
+def _headers(scope: Scope) -> dict[str, str]:
+    return {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", ())}
+
+
+def _bearer(headers: dict[str, str]) -> str | None:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
     return None
+
+
+def _cookie(headers: dict[str, str], name: str) -> str | None:
+    cookies = SimpleCookie()
+    try:
+        cookies.load(headers.get("cookie", ""))
+    except CookieError:
+        return None
+    morsel = cookies.get(name)
+    return morsel.value if morsel is not None and morsel.value else None

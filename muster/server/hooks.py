@@ -9,6 +9,7 @@ from muster.controllers.manager import Manager, ManagerConfig
 from muster.runtime.base import SupportsLogs
 from muster.server.app import Hook, ServerContext
 from muster.server.logs import use_log_source
+from muster.server.views import use_manager
 
 __all__ = ["server_hooks"]
 
@@ -30,12 +31,16 @@ def _start_manager(ctx: ServerContext, config: ManagerConfig) -> None:
     manager = Manager(ctx.store, config)
     manager.start()
     ctx.state["manager"] = manager
+    use_manager(ctx.app, manager)
+    ctx.metrics.registry.register(manager.ctx.metrics)
     if isinstance(manager.runtime, SupportsLogs):
         use_log_source(ctx.app, manager.runtime)  # pod logs come from the runtime that runs the pods
 
 
 def _stop_manager(ctx: ServerContext) -> None:
     use_log_source(ctx.app, None)
+    use_manager(ctx.app, None)
     manager = ctx.state.pop("manager", None)
     if manager is not None:
+        ctx.metrics.registry.unregister(manager.ctx.metrics)
         manager.stop()

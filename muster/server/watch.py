@@ -21,7 +21,7 @@ from muster.server.errors import error_body
 from muster.server.streaming import Relay, relay_response
 from muster.store import LabelSelector, TooOld, WatchEvent
 
-__all__ = ["ndjson_watch"]
+__all__ = ["ndjson_watch", "watch_failure"]
 
 
 def ndjson_watch(
@@ -38,7 +38,9 @@ def ndjson_watch(
             with contextlib.suppress(ValueError):
                 close_watch()
 
-    relay = Relay(_selected(events, selector), _encode, _failure, on_close=close, thread_name="muster-watch")
+    relay = Relay(
+        _selected(events, selector), _encode, watch_failure, on_close=close, thread_name="muster-watch"
+    )
     return relay_response(request, relay, media_type="application/x-ndjson")
 
 
@@ -52,7 +54,8 @@ def _encode(ev: WatchEvent) -> bytes:
     return dumps({"type": ev.type, "object": ev.object}) + b"\n"
 
 
-def _failure(exc: Exception) -> bytes:
+def watch_failure(exc: Exception) -> bytes:
+    """The last line of a watch stream that failed after it started: ``{"type": "ERROR", ...}``."""
     if isinstance(exc, TooOld):
         return dumps({"type": "ERROR", "object": error_body(410, str(exc))}) + b"\n"
     return dumps({"type": "ERROR", "object": error_body(500, f"watch failed: {exc}")}) + b"\n"

@@ -12,16 +12,24 @@ the controllers can be driven through every path deterministically, without proc
 A stop ends the pod at once with the stop reason (exit code 143, as a process that
 checkpoints and exits on SIGTERM would) unless ``hold_stops`` is set, in which case
 :meth:`finish_stop` ends it.
+
+Several nodes (``nodes={"node-a": 4, "node-b": 8}``) have fake GPUs whose readings and
+faults are those of :class:`muster.runtime.local.fake.FakeGpu` (GPU metrics and fault
+injection work as on the local runtime); :meth:`lose_node` makes a node vanish as a machine
+that lost power does: no more heartbeats, and its pods are gone with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from muster.runtime.base import (
     ContainerStatus,
     DeviceBinding,
     GpuDevice,
+    GpuFault,
+    GpuSample,
     NodeCondition,
     NodeInfo,
     PodExists,
@@ -33,8 +41,11 @@ from muster.runtime.base import (
     PodStatusChange,
     PodStillRunning,
     StopReason,
+    SupportsFaultInjection,
+    SupportsGpuMetrics,
     iso_from_epoch,
 )
+from muster.runtime.local.fake import FakeGpu, FakeGpus
 
 __all__ = ["FakePod", "FakeRuntime"]
 
@@ -61,15 +72,35 @@ class FakePod:
         return dict(self.launch.containers[0].env)
 
 
-class FakeRuntime:
-    """One node named ``node`` with ``gpus`` fake GPUs; pods change only when told to."""
+class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
+    """One node named ``node`` with ``gpus`` fake GPUs (or the ``nodes`` given, name -> GPU
+    count, of ``model`` or the node's entry in ``models``); pods change only when told to."""
 
     name = "local"
 
-    def __init__(self, gpus: int = 4, node: str = "node-0", hold_stops: bool = False) -> None:
+    def __init__(
+        self,
+        gpus: int = 4,
+        node: str = "node-0",
+        hold_stops: bool = False,
+        nodes: Mapping[str, int] | None = None,
+        model: str = "FAKE-GPU",
+        models: Mapping[str, str] | None = None,
+    ) -> None:
         self.gpus = gpus
         self.node = node
         self.hold_stops = hold_stops
+        self.model = model
+        self.devices: dict[str, FakeGpus] = {
+            name: FakeGpus(
+                [
+                    FakeGpu(i, f"GPU-{name}-{i}", (models or {}).get(name, model), 16 << 30)
+                    for i in range(count)
+                ]
+            )
+            for name, count in (nodes or {node: gpus}).items()
+        }
+        self.lost: set[str] = set()
         self.pods_by_uid: dict[str, FakePod] = {}
         self.started: list[str] = []  # "namespace/name" in start order
         self.stops: list[tuple[str, str]] = []  # ("namespace/name", reason) in stop order
@@ -78,24 +109,54 @@ class FakeRuntime:
     # -- the contract --------------------------------------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:
+        return [self._node(name, gpus) for name, gpus in self.devices.items() if name not in self.lost]
+
+    def _node(self, name: str, source: FakeGpus) -> NodeInfo:
         gpus = tuple(
             GpuDevice(
-                index=i, uuid=f"GPU-fake-{i}", model="FAKE-GPU", memory_bytes=16 << 30, domain="nvlink-0"
+                index=d.index,
+                uuid=d.uuid,
+                model=d.model,
+                memory_bytes=d.memory_bytes,
+                domain="nvlink-0",
+                health=d.health,
+                health_reason=d.health_reason,
             )
-            for i in range(self.gpus)
+            for d in source.devices()
         )
-        labels = {"kubernetes.io/hostname": self.node, "nvidia.com/gpu.product": "FAKE-GPU"}
-        resources = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(self.gpus)}
-        return [
-            NodeInfo(
-                name=self.node,
-                capacity=resources,
-                allocatable=resources,
-                labels=labels,
-                gpus=gpus,
-                conditions=(NodeCondition("Ready", "True", "FakeRuntimeReady"),),
+        healthy = sum(g.health == "Healthy" for g in gpus)
+        model = source.gpus[0].model if source.gpus else self.model
+        labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": model}
+        resources = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(len(gpus))}
+        bad = [g for g in gpus if g.health != "Healthy"]
+        gpu_condition = (
+            NodeCondition(
+                "GPUHealthy",
+                "False",
+                "GPUUnhealthy",
+                ", ".join(f"GPU {g.index}: {g.health_reason}" for g in bad),
             )
-        ]
+            if bad
+            else NodeCondition("GPUHealthy", "True", "AllHealthy", f"{len(gpus)} GPU(s) healthy")
+        )
+        return NodeInfo(
+            name=name,
+            capacity=resources,
+            allocatable={**resources, "nvidia.com/gpu": str(healthy)},
+            labels=labels,
+            gpus=gpus,
+            conditions=(NodeCondition("Ready", "True", "FakeRuntimeReady"), gpu_condition),
+            warnings=source.warnings,
+        )
+
+    def gpu_samples(self) -> list[GpuSample]:
+        return [s for name, gpus in self.devices.items() if name not in self.lost for s in gpus.samples()]
+
+    def inject_gpu_fault(self, node: str, fault: GpuFault) -> GpuDevice:
+        if node not in self.devices or node in self.lost:
+            raise KeyError(f"no node {node} (nodes: {sorted(set(self.devices) - self.lost)})")
+        self.devices[node].gpu(fault.gpu).apply(fault)
+        return next(d for d in self.devices[node].devices() if d.index == fault.gpu)
 
     def start(self, pod: PodLaunch, devices: DeviceBinding) -> list[str]:
         if pod.ref.uid in self.pods_by_uid:
@@ -137,6 +198,17 @@ class FakeRuntime:
         return None
 
     # -- puppetry --------------------------------------------------------------------------------
+
+    def gpu(self, node: str, index: int) -> FakeGpu:
+        """The fake GPU whose readings a test sets."""
+        return self.devices[node].gpu(index)
+
+    def lose_node(self, node: str) -> None:
+        """The node is gone: it is no longer offered, and its pods vanish without a status."""
+        self.lost.add(node)
+        for uid, fake in list(self.pods_by_uid.items()):
+            if fake.launch.node == node:
+                del self.pods_by_uid[uid]
 
     def find(self, key: str) -> FakePod:
         """The newest live record of ``namespace/name``."""

@@ -34,17 +34,23 @@ class Clock:
 class Harness:
     """The manager (every pass a full resync, so passes are deterministic) and its runtime."""
 
-    def __init__(self, store: Store, home: Path, gpus: int = 4, hold_stops: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        home: Path,
+        gpus: int = 4,
+        hold_stops: bool = False,
+        nodes: dict[str, int] | None = None,
+        models: dict[str, str] | None = None,
+        **config: Any,
+    ) -> None:
         self.store = store
         self.home = home
         self.clock = Clock()
-        self.rt = FakeRuntime(gpus=gpus, hold_stops=hold_stops)
+        self.rt = FakeRuntime(gpus=gpus, hold_stops=hold_stops, nodes=nodes, models=models)
         create_defaults(store)
-        self.manager = Manager(
-            store,
-            ManagerConfig(home=home, resync_seconds=0, heartbeat_seconds=3600, clock=self.clock),
-            runtime=self.rt,
-        )
+        settings = {"resync_seconds": 0, "heartbeat_seconds": 3600, **config}
+        self.manager = Manager(store, ManagerConfig(home=home, clock=self.clock, **settings), runtime=self.rt)
         self.manager.open()
 
     def apply(self, *docs: Obj) -> None:

@@ -72,7 +72,8 @@ class TestPending:
         assert ex.message == QUOTA_MESSAGE
         assert (
             ex.summary
-            == "trainingjob/job is waiting in ClusterQueue default (position 3 of 4): QuotaExhausted"
+            == "trainingjob/job is waiting in ClusterQueue default (position 3 of 4): QuotaExhausted: "
+            "needs 2 more nvidia.com/gpu of quota in ClusterQueue default"
         )
         assert ex.queue is not None
         assert ex.queue.ahead == ["default/urgent", "default/older"]

@@ -174,6 +174,12 @@ def test_a_preempted_job_checkpoints_waits_and_resumes(up: MusterUp, tmp_path: P
     assert follower.returncode == 0
     previous = cli(home, "logs", "job/ddp", "--previous").stdout
     assert f"SIGTERM: saved a checkpoint at step {saved}; exiting 143" in previous
+    # why tells whether the resumed run found a checkpoint, and which.
+    data = json.loads(cli(home, "why", "job/ddp", "-o", "json").stdout)
+    (pre,) = data["preemptions"]
+    assert (pre["preemptor"], pre["checkpointFound"]) == ("default/urgent", True)
+    assert pre["checkpoint"] == f"ckpt-{saved:08d}.pt"
+    assert f"checkpoint ckpt-{saved:08d}.pt found" in cli(home, "why", "job/ddp").stdout
 
 
 def test_why_a_job_failed_names_the_replica_its_exit_code_and_its_log(up: MusterUp):

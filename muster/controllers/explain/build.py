@@ -247,7 +247,15 @@ def _preemptions(job: Obj | None, workload: Obj | None, events: Sequence[Obj]) -
     records = ((job or {}).get("status") or {}).get("preemptions") or []
     if records:
         return [
-            PreemptionFacts(r.get("time"), r.get("preemptor"), r.get("reason") or "", r.get("message") or "")
+            PreemptionFacts(
+                r.get("time"),
+                r.get("preemptor"),
+                r.get("reason") or "",
+                r.get("message") or "",
+                resumed_at=r.get("resumedAt"),
+                checkpoint_found=r.get("checkpointFound"),
+                checkpoint=r.get("checkpoint"),
+            )
             for r in records
         ]
     if workload is None:

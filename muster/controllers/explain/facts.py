@@ -12,7 +12,11 @@ from muster.controllers.usage import QuotaRow
 __all__ = [
     "Explanation",
     "FailureFacts",
+    "FitsWhen",
+    "Fragmentation",
+    "NodeVerdict",
     "Obj",
+    "Placement",
     "PodFacts",
     "PreemptionFacts",
     "QueueFacts",
@@ -38,6 +42,16 @@ class WhyContext:
     workloads: Sequence[Obj] = ()
     events: Sequence[Obj] = ()
     log_tails: Mapping[str, Sequence[str]] = field(default_factory=dict)  # pod name -> last lines
+    now: float | None = None  # epoch seconds, for ages; None: the explanation names no ages
+    # The cluster, for a waiting Workload's per-node breakdown and what-if simulation (empty:
+    # those parts are left out).
+    nodes: Sequence[Obj] = ()
+    all_pods: Sequence[Obj] = ()
+    flavors: Sequence[Obj] = ()
+    topologies: Sequence[Obj] = ()
+    cohorts: Sequence[Obj] = ()
+    priority_classes: Sequence[Obj] = ()
+    jobs: Sequence[Obj] = ()
 
 
 @dataclass
@@ -69,6 +83,9 @@ class PreemptionFacts:
     preemptor: str | None
     reason: str
     message: str
+    resumed_at: str | None = None  # when the next run started; None: not resumed yet
+    checkpoint_found: bool | None = None
+    checkpoint: str | None = None  # the newest checkpoint file then
 
 
 @dataclass
@@ -81,6 +98,47 @@ class QueueFacts:
     position: int | None = None  # 1-based among the queue's pending Workloads, by queue order
     pending: int = 0  # pending Workloads in the ClusterQueue
     ahead: list[str] = field(default_factory=list)  # namespace/name of the first ones ahead
+
+
+@dataclass
+class NodeVerdict:
+    node: str
+    fits: bool
+    reason: str  # NotReady, Cordoned, Taint, Labels, GPUModel, NoGPU, GPUCount, ..., FreeGPUs, Fits
+    message: str
+    have: str = ""  # for Taint, the taint; for GPUModel, the node's model
+    want: str = ""  # for GPUModel, the model the pods want
+
+
+@dataclass
+class Fragmentation:
+    """Whole free GPUs on the nodes that could host the pod (right labels, taints, model,
+    CPU and memory): the gang needs ``pods`` pods of ``gpus_per_pod`` GPUs."""
+
+    gpus_per_pod: int
+    pods: int
+    free_gpus: int
+    nodes_with_free: int
+    largest_block: int
+    largest_block_node: str | None
+    room: int  # pods of that size the free GPUs can take now
+    fragmented: bool  # enough GPUs free in all, but not in blocks the pods can use
+    message: str
+
+
+@dataclass
+class FitsWhen:
+    finishing: list[str] = field(default_factory=list)  # namespace/name of Workloads
+    fits_now: bool = False
+    never: bool = False  # not even on an empty cluster
+    message: str = ""
+
+
+@dataclass
+class Placement:
+    nodes: list[NodeVerdict]
+    fragmentation: Fragmentation | None
+    fits_when: FitsWhen | None
 
 
 @dataclass
@@ -100,6 +158,10 @@ class Explanation:
     preemptions: list[PreemptionFacts] = field(default_factory=list)
     unblock: list[str] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    blocker: str = ""  # the one sentence that names what keeps a waiting Workload out
+    nodes: list[NodeVerdict] = field(default_factory=list)  # a waiting Workload's per-node verdicts
+    fragmentation: Fragmentation | None = None
+    fits_when: FitsWhen | None = None
 
     @property
     def ref(self) -> str:

@@ -13,21 +13,32 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from muster.api.quantity import Quantity
 from muster.controllers.conditions import condition
-from muster.controllers.explain.facts import Explanation, Obj, PodFacts, QueueFacts, WhyContext
+from muster.controllers.explain.facts import (
+    Explanation,
+    NodeVerdict,
+    Obj,
+    PodFacts,
+    QueueFacts,
+    WhyContext,
+)
+from muster.controllers.explain.placement import placement
 from muster.controllers.usage import (
     cluster_queue_of,
     fmt_amount,
     holds_quota,
     is_pending,
     local_queue_map,
+    scheduler_amount,
     workload_usage,
 )
 
 __all__ = ["admitted_places", "fill_pending", "queue_facts", "queue_time"]
 
 _AHEAD_SHOWN = 5
+_NODES_SHOWN = 4
+# Reasons that are about room on the nodes: the per-node verdicts and the what-if explain them.
+_CAPACITY = ("InsufficientResources", "GangIncomplete", "TopologyUnsatisfiable", "QuotaExhausted")
 _HOLDERS_SHOWN = 5
 
 
@@ -115,9 +126,16 @@ def fill_pending(ex: Explanation, wl: Obj, cq: Obj | None, ctx: WhyContext) -> N
         return
     ex.reason = pending.get("reason") or "Pending"
     ex.message = pending.get("message") or ""
-    ex.summary = f"{ex.ref} is waiting{where}: {ex.reason}"
     details = pending.get("details") or {}
     ex.unblock = _unblock(ex, wl, cq, details, ctx)
+    if ex.reason in _CAPACITY:
+        found = placement(wl, ctx)
+        if found is not None:
+            ex.nodes, ex.fragmentation, ex.fits_when = found.nodes, found.fragmentation, found.fits_when
+            generic = ex.reason == "InsufficientResources"  # the facts say it better
+            ex.unblock = _placement_hints(ex) + ([] if generic else ex.unblock)
+    ex.blocker = blocker(ex, details)
+    ex.summary = f"{ex.ref} is waiting{where}: {ex.reason}" + (f": {ex.blocker}" if ex.blocker else "")
     _queue_hints(ex, wl, cq)
     requeued = condition(wl, "Requeued")
     if requeued is not None and requeued.get("status") == "True":
@@ -125,6 +143,77 @@ def fill_pending(ex: Explanation, wl: Obj, cq: Obj | None, ctx: WhyContext) -> N
 
 
 # -- what would unblock it -------------------------------------------------------------------
+
+
+def blocker(ex: Explanation, details: Mapping[str, Any]) -> str:
+    """The one sentence that names what keeps the Workload out, with the numbers."""
+    cq = ex.queue.cluster_queue if ex.queue else details.get("clusterQueue")
+    reason = ex.reason
+    if reason == "QuotaExhausted":
+        for s in details.get("shortfalls") or []:
+            missing = max(0, int(s["requested"]) - max(int(s["available"]), 0))
+            res = s["resource"]
+            return f"needs {scheduler_amount(res, missing)} more {res} of quota in ClusterQueue {cq}"
+    if reason == "ExceedsMaxQuota":
+        for s in details.get("shortfalls") or []:
+            if s.get("maximum") is not None:
+                res = s["resource"]
+                asked, most = scheduler_amount(res, s["requested"]), scheduler_amount(res, s["maximum"])
+                return (
+                    f"asks for {asked} {res}, more than ClusterQueue {cq} can ever have "
+                    f"({most} with what its cohort may lend)"
+                )
+    if reason in _CAPACITY:
+        return _capacity_blocker(ex)
+    if reason == "StrictFIFOBlocked":
+        head = ex.queue.ahead[0] if ex.queue and ex.queue.ahead else "the head of the queue"
+        return f"ClusterQueue {cq} is StrictFIFO and {head} is ahead of it"
+    if reason == "WaitingForPreemption":
+        victims = ", ".join(v.get("name", "?") for v in details.get("victims") or []) or "its victims"
+        return f"preempting {victims}; admitted once their pods have stopped"
+    return ex.message.split("; ")[0] if reason in ("QueueStopped", "Inadmissible", "NoMatchingFlavor") else ""
+
+
+def _capacity_blocker(ex: Explanation) -> str:
+    """For a Workload the nodes cannot take: no node at all, fragmentation, or who must finish."""
+    fits, frag = ex.fits_when, ex.fragmentation
+    usable = [v for v in ex.nodes if v.reason in ("FreeGPUs", "Fits")]
+    if ex.nodes and not usable:
+        return _no_node(ex.nodes)
+    if fits is not None and fits.never:
+        return fits.message
+    if frag is not None and (frag.fragmented or frag.largest_block < frag.gpus_per_pod):
+        return frag.message
+    if fits is not None and fits.finishing:
+        return fits.message
+    return ex.message.split(": ", 1)[-1] if ex.message else ""
+
+
+def _no_node(verdicts: Sequence[NodeVerdict]) -> str:
+    """``no node can host a pod: n1 untolerated taint ...; n2 GPU model H100, ...``."""
+    codes = {v.reason for v in verdicts}
+    if codes == {"Taint"}:
+        taints = sorted({v.have for v in verdicts})
+        return f"every node has a taint its pods do not tolerate: {', '.join(taints)}"
+    if codes == {"GPUModel"}:
+        models = ", ".join(sorted({v.have for v in verdicts}))
+        return f"no node has {verdicts[0].want} GPUs, which its pods ask for (the nodes have {models})"
+    shown = "; ".join(f"{v.node}: {v.message}" for v in verdicts[:_NODES_SHOWN])
+    more = len(verdicts) - _NODES_SHOWN
+    return f"no node can host a pod: {shown}" + (f"; and {more} more" if more > 0 else "")
+
+
+def _placement_hints(ex: Explanation) -> list[str]:
+    hints = []
+    if ex.fits_when is not None and ex.fits_when.message and not ex.fits_when.never:
+        hints.append(ex.fits_when.message)
+    if ex.fragmentation is not None and ex.fragmentation.fragmented:
+        frag = ex.fragmentation
+        hints.append(
+            f"the free GPUs are fragmented: pods of at most {frag.largest_block} GPUs would fit them; a "
+            "packing placement policy (muster up --placement binpack or fgd) keeps blocks whole"
+        )
+    return hints
 
 
 def _unblock(
@@ -136,8 +225,8 @@ def _unblock(
         return _quota_hints(wl, cq, details, ctx)
     if reason == "ExceedsMaxQuota":
         return [
-            f"lower its {s['resource']} request to at most {_units(s['resource'], s['maximum'])} "
-            f"(it asks for {_units(s['resource'], s['requested'])}), or raise the quota of flavor "
+            f"lower its {s['resource']} request to at most {scheduler_amount(s['resource'], s['maximum'])} "
+            f"(it asks for {scheduler_amount(s['resource'], s['requested'])}), or raise the quota of flavor "
             f"{s['flavor']} in ClusterQueue {cq_name} or its cohort"
             for s in details.get("shortfalls") or []
             if s.get("maximum") is not None
@@ -184,13 +273,13 @@ def _quota_hints(wl: Obj, cq: Obj | None, details: Mapping[str, Any], ctx: WhyCo
             + ")"
             for h, amt in _held(holders, flavor, res)
         )
-        amount = f"{_units(res, missing)} more {res} of flavor {flavor}"
+        amount = f"{scheduler_amount(res, missing)} more {res} of flavor {flavor}"
         hint = f"{amount} must be free in ClusterQueue {cq_name} or its cohort"
         hints.append(hint + (f"; held now by {held}" if held else ""))
         need = Fraction(int(s["used"]) + int(s["requested"]))
         hints.append(
             f"or raise nominalQuota of {res} in flavor {flavor} of ClusterQueue {cq_name} "
-            f"from {_units(res, s['nominal'])} to at least {_units(res, need)}"
+            f"from {scheduler_amount(res, s['nominal'])} to at least {scheduler_amount(res, need)}"
         )
     lower = [h for h in own if _prio(h) < priority]
     within = (((cq or {}).get("spec") or {}).get("preemption") or {}).get("withinClusterQueue", "Never")
@@ -253,16 +342,6 @@ def _held(holders: Sequence[Obj], flavor: str, res: str) -> list[tuple[Obj, Frac
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _units(resource: str, value: Any) -> str:
-    """A number in the scheduler's units (thousandths of cpu and GPUs), for people."""
-    if value is None:
-        return "unlimited"
-    # Imported here: the scheduler package loads NumPy, which the CLI should not pay for at start.
-    from muster.scheduler.snapshot import format_units
-
-    return fmt_amount(resource, Quantity.parse(format_units(resource, int(value))).value)
 
 
 def _place(queue: QueueFacts | None) -> str:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from muster.api.quantity import Quantity, QuantityError, parse_quantity
-from muster.runtime.base import GpuDevice, GpuSample
+from muster.runtime.base import GpuDevice, GpuFault, GpuSample
+from muster.runtime.local.xid import GPU_LOST_REASON, describe_xid, xid_fault
 
 __all__ = [
     "DEFAULT_FAKE_MEMORY",
@@ -56,8 +57,13 @@ class FakeGpu:
     power_w: float = 60.0
     healthy: bool = True
     health_reason: str = ""
+    lost: bool = False  # fell off the bus: unhealthy, and no readings
+    # What an operator should know that does not change health (application XIDs).
+    notices: list[str] = field(default_factory=list)
 
     def sample(self) -> GpuSample:
+        if self.lost:  # NVML answers GPU_IS_LOST to every query
+            return GpuSample(self.index, self.uuid, None, None, self.memory_bytes, None, None)
         return GpuSample(
             index=self.index,
             uuid=self.uuid,
@@ -67,6 +73,27 @@ class FakeGpu:
             temperature_c=self.temperature_c,
             power_w=self.power_w,
         )
+
+    def apply(self, fault: GpuFault) -> None:
+        """Take an injected fault or new readings (see :class:`muster.runtime.base.GpuFault`)."""
+        if fault.clear:
+            self.healthy, self.health_reason, self.lost = True, "", False
+            self.notices.clear()
+        if fault.xid is not None:
+            reason = xid_fault(fault.xid)
+            if reason is None:
+                self.notices.append(
+                    f"GPU {self.index} reported {describe_xid(fault.xid)}: an application error, "
+                    "the GPU stays healthy"
+                )
+            else:
+                self.healthy, self.health_reason = False, reason
+        if fault.lost:
+            self.healthy, self.health_reason, self.lost = False, GPU_LOST_REASON, True
+        for name in ("utilization_pct", "memory_used_bytes", "temperature_c", "power_w"):
+            value = getattr(fault, name)
+            if value is not None:
+                setattr(self, name, value)
 
 
 def parse_fake_gpus(spec: str, node_name: str = "local") -> list[FakeGpu]:
@@ -112,10 +139,20 @@ class FakeGpus:
     """The GPU source of a node with fake GPUs (see :class:`muster.runtime.local.gpus.GpuSource`)."""
 
     kind = "fake"
-    warnings: tuple[str, ...] = ()
 
     def __init__(self, gpus: Sequence[FakeGpu]) -> None:
         self.gpus = list(gpus)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(n for g in self.gpus for n in g.notices)
+
+    def gpu(self, index: int) -> FakeGpu:
+        """The fake GPU ``index``; KeyError naming the known ones."""
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(f"no GPU {index} (GPUs: {[g.index for g in self.gpus]})")
 
     def devices(self) -> list[GpuDevice]:
         indices = [g.index for g in self.gpus]

@@ -14,6 +14,7 @@ real GPUs, which stay right whatever the enumeration order) and ``close()``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import re
@@ -23,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from muster.runtime.base import GpuDevice, GpuSample, MigDevice
 from muster.runtime.local.fake import FakeGpu, FakeGpus
+from muster.runtime.local.xid import GPU_LOST_REASON, describe_xid, xid_fault
 
 __all__ = ["NO_DRIVER_MESSAGE", "GpuSource", "NoGpuDriver", "NoGpus", "NvmlGpus", "open_gpu_source"]
 
@@ -30,6 +32,7 @@ NO_DRIVER_MESSAGE = (
     "no NVIDIA driver found (NVML library missing); declare fake GPUs with --fake-gpus N[:MODEL[:MEMORY]]"
 )
 PCIE_DOMAIN = "pcie"
+_LOST = GPU_LOST_REASON
 _MIG_PROFILE_RE = re.compile(r"(\d+g\.\d+gb(?:\+\w+)?)", re.IGNORECASE)
 
 T = TypeVar("T")
@@ -84,10 +87,16 @@ def open_gpu_source(fake: Sequence[FakeGpu] | None = None, nvml: ModuleType | No
 
 
 class NvmlGpus:
-    """The GPUs NVML reports. Raises :class:`NoGpuDriver` when the library or driver is missing."""
+    """The GPUs NVML reports. Raises :class:`NoGpuDriver` when the library or driver is missing.
+
+    Health: a device that cannot be opened or queried is Unhealthy with the error; so is one
+    that reported a critical XID (an NVML XidCriticalError event, read without blocking on
+    every ``devices()``/``samples()``) or answered NVML_ERROR_GPU_IS_LOST. Such a fault stays
+    until the runtime restarts (the GPU needs a reset or a reboot anyway, as the NVIDIA
+    device plugin assumes too); application XIDs (13, 31, 43, 45, 68) only add a warning.
+    """
 
     kind = "nvml"
-    warnings: tuple[str, ...] = ()
 
     def __init__(self, nvml: ModuleType | None = None) -> None:
         self.nvml: Any = nvml if nvml is not None else importlib.import_module("pynvml")
@@ -115,9 +124,18 @@ class NvmlGpus:
                 self._broken[i] = f"cannot open GPU {i}: {exc}"
             self._handles.append(handle)
             self._uuids.append(uuid)
+        # index -> why the driver says the GPU is broken (a critical XID, lost)
+        self._faults: dict[int, str] = {}
+        self._notices: list[str] = []
+        self._events = self._watch_xids()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self._notices)
 
     def devices(self) -> list[GpuDevice]:
         nv = self.nvml
+        self._read_events()
         bus_ids = [
             self._call(lambda h=h: _bus_id(nv.nvmlDeviceGetPciInfo(h).busId), "") if h is not None else ""
             for h in self._handles
@@ -136,7 +154,7 @@ class NvmlGpus:
                     )
                 )
                 continue
-            problems: list[str] = []
+            problems: list[str] = [self._faults[i]] if i in self._faults else []
             mig_mode, mig_devices = self._mig(h, problems)
             out.append(
                 GpuDevice(
@@ -151,31 +169,35 @@ class NvmlGpus:
                     nvlink_peers=tuple(sorted(peers[i])),
                     domain=domains[i],
                     health="Unhealthy" if problems else "Healthy",
-                    health_reason="; ".join(problems),
+                    health_reason="; ".join(dict.fromkeys(problems)),
                 )
             )
         return out
 
     def samples(self) -> list[GpuSample]:
         nv = self.nvml
+        self._read_events()
         out = []
         for i, h in enumerate(self._handles):
             if h is None:
                 continue
-            mem = self._call(lambda h=h: nv.nvmlDeviceGetMemoryInfo(h), None)
-            power_mw = self._call(lambda h=h: nv.nvmlDeviceGetPowerUsage(h), None)
+            problems: list[str] = []
+            mem = self._call(lambda h=h: nv.nvmlDeviceGetMemoryInfo(h), None, problems)
+            power_mw = self._call(lambda h=h: nv.nvmlDeviceGetPowerUsage(h), None, problems)
+            util = self._call(lambda h=h: float(nv.nvmlDeviceGetUtilizationRates(h).gpu), None, problems)
+            temp = self._call(
+                lambda h=h: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)), None, problems
+            )
+            if any(p == _LOST for p in problems):
+                self._faults.setdefault(i, GPU_LOST_REASON)
             out.append(
                 GpuSample(
                     index=i,
                     uuid=self._uuids[i],
-                    utilization_pct=self._call(
-                        lambda h=h: float(nv.nvmlDeviceGetUtilizationRates(h).gpu), None
-                    ),
+                    utilization_pct=util,
                     memory_used_bytes=int(mem.used) if mem is not None else None,
                     memory_total_bytes=int(mem.total) if mem is not None else 0,
-                    temperature_c=self._call(
-                        lambda h=h: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)), None
-                    ),
+                    temperature_c=temp,
                     power_w=power_mw / 1000.0 if power_mw is not None else None,
                 )
             )
@@ -185,10 +207,56 @@ class NvmlGpus:
         return ",".join(self._uuids[i] for i in indices)
 
     def close(self) -> None:
+        nv = self.nvml
+        if self._events is not None:
+            with contextlib.suppress(nv.NVMLError):
+                nv.nvmlEventSetFree(self._events)
+            self._events = None
+        with contextlib.suppress(nv.NVMLError):
+            nv.nvmlShutdown()
+
+    # -- XID events -------------------------------------------------------------------------
+
+    def _watch_xids(self) -> object | None:
+        """An event set with every device that can report XID errors (None: none can)."""
+        nv = self.nvml
         try:
-            self.nvml.nvmlShutdown()
-        except self.nvml.NVMLError:
-            pass
+            events = nv.nvmlEventSetCreate()
+        except nv.NVMLError:
+            return None
+        for h in self._handles:
+            if h is None:
+                continue
+            with contextlib.suppress(nv.NVMLError):  # a device without events: health by queries only
+                if nv.nvmlDeviceGetSupportedEventTypes(h) & nv.nvmlEventTypeXidCriticalError:
+                    nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, events)
+        return events
+
+    def _read_events(self) -> None:
+        """Take every XID event that arrived since the last look, without waiting."""
+        nv = self.nvml
+        if self._events is None:
+            return
+        while True:
+            try:
+                data = nv.nvmlEventSetWait_v2(self._events, 0)
+            except nv.NVMLError:  # Timeout: nothing more; anything else: look again next time
+                return
+            if not data.eventType & nv.nvmlEventTypeXidCriticalError:
+                continue
+            xid = int(data.eventData)
+            uuid = self._call(lambda d=data: _text(nv.nvmlDeviceGetUUID(d.device)), "")
+            indices = [i for i, u in enumerate(self._uuids) if u and u == uuid]
+            reason = xid_fault(xid)
+            if reason is None:
+                where = f"GPU {indices[0]}" if indices else "a GPU"
+                self._notices.append(
+                    f"{where} reported {describe_xid(xid)}: an application error, the GPU stays healthy"
+                )
+                continue
+            # An event without a device concerns them all (as the device plugin reads it).
+            for i in indices or range(len(self._handles)):
+                self._faults.setdefault(i, reason)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -198,6 +266,10 @@ class NvmlGpus:
         try:
             return fn()
         except self.nvml.NVMLError_NotSupported:
+            return default
+        except self.nvml.NVMLError_GpuIsLost:
+            if problems is not None:
+                problems.append(_LOST)
             return default
         except self.nvml.NVMLError as exc:
             if problems is not None:

@@ -29,6 +29,8 @@ from typing import Literal
 from muster.config import settings
 from muster.runtime.base import (
     DeviceBinding,
+    GpuDevice,
+    GpuFault,
     GpuSample,
     LaunchError,
     NodeInfo,
@@ -137,9 +139,22 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         return self.gpus.samples()
 
     def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
+        """Override what the driver says of GPU ``index`` (real or fake) until set again."""
         if index not in self._devices:
             raise KeyError(f"no GPU {index} on this node (GPUs: {sorted(self._devices)})")
         self._health[index] = (healthy, reason or ("" if healthy else "marked unhealthy"))
+
+    def inject_gpu_fault(self, node: str, fault: GpuFault) -> GpuDevice:
+        if node != self.node_name:
+            raise KeyError(f"no node {node} in this runtime (nodes: {self.node_name})")
+        if not isinstance(self.gpus, FakeGpus):
+            raise PodRuntimeError(
+                f"node {node} has real GPUs: fault injection is for fake GPUs only (muster up --fake-gpus)"
+            )
+        self.gpus.gpu(fault.gpu).apply(fault)
+        if fault.clear:
+            self._health.pop(fault.gpu, None)
+        return next(d for d in self._current_devices() if d.index == fault.gpu)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -151,7 +166,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for other in self._pods.values():
             if (other.ref.namespace, other.ref.name) == (ref.namespace, ref.name) and not _final(other):
                 raise PodExists(f"pod {ref} is still running here as uid {other.ref.uid}; stop it first")
-        gpus = apply_health([self._devices[i] for i in sorted(self._devices)], self._health)
+        gpus = self._current_devices()
         plan = plan_launch(
             pod,
             devices,
@@ -312,6 +327,11 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         return self._log_files.logs(pod, container, follow=follow, previous=previous, cancel=cancel)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _current_devices(self) -> list[GpuDevice]:
+        # Fake GPUs change health at run time; real ones are read once (health from overrides).
+        devices = self.gpus.devices() if isinstance(self.gpus, FakeGpus) else list(self._devices.values())
+        return apply_health(sorted(devices, key=lambda d: d.index), self._health)
 
     def _launch_shim(self, record: PodRecord, c: ContainerRecord) -> None:
         read_fd, write_fd = os.pipe()

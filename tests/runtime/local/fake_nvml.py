@@ -51,6 +51,10 @@ class FakeNvml:
         self.devices = devices
         self.init_error = init_error
         self.shutdowns = 0
+        # XID events waiting to be read: (device or None for "every device", xid)
+        self.events: list[tuple[FakeDevice | None, int]] = []
+        self.registered: list[FakeDevice] = []
+        self.freed = 0
         for name in dir(self):
             if name.startswith("nvml"):
                 monkeypatch.setattr(pynvml, name, getattr(self, name))
@@ -78,6 +82,8 @@ class FakeNvml:
         return dev
 
     def nvmlDeviceGetUUID(self, h: object) -> str | bytes:
+        if h is None:
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if isinstance(h, SimpleNamespace):
             return h.mig.uuid
         return self._dev(h, "uuid").uuid
@@ -149,3 +155,31 @@ class FakeNvml:
         if dev.power_mw is None:
             raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return dev.power_mw
+
+    # -- events: XID errors as NVML queues them ---------------------------------------------
+
+    def xid(self, index: int | None, xid: int) -> None:
+        """The driver reports ``xid`` on device ``index`` (None: an event without a device)."""
+        self.events.append((None if index is None else self.devices[index], xid))
+
+    def nvmlEventSetCreate(self) -> object:
+        return object()
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: object) -> int:
+        return pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeSingleBitEccError
+
+    def nvmlDeviceRegisterEvents(self, h: object, types: int, event_set: object) -> None:
+        assert types == pynvml.nvmlEventTypeXidCriticalError
+        self.registered.append(self._dev(h, "events"))
+
+    def nvmlEventSetWait_v2(self, event_set: object, timeout_ms: int) -> SimpleNamespace:
+        assert timeout_ms == 0, "health checks must never block the control plane"
+        if not self.events:
+            raise _err(pynvml.NVML_ERROR_TIMEOUT)
+        device, xid = self.events.pop(0)
+        return SimpleNamespace(
+            device=device, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid, gpuInstanceId=0
+        )
+
+    def nvmlEventSetFree(self, event_set: object) -> None:
+        self.freed += 1

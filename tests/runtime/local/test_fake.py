@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from muster.runtime.base import Container, DeviceBinding, PodPhase
+from muster.runtime.base import Container, DeviceBinding, GpuFault, PodPhase
 from muster.runtime.local.fake import FakeGpus, FakeGpuSpecError, parse_fake_gpus
 from tests.runtime.local.conftest import launch, py, run_pod
 
@@ -100,6 +100,37 @@ class TestFakeDevices:
         assert runtime.nodes()[0].gpus[1].health == "Healthy"
         with pytest.raises(KeyError, match="no GPU 9"):
             runtime.set_gpu_health(9, False)
+
+    def test_injected_xids_loss_and_readings(self, runtime):
+        device = runtime.inject_gpu_fault("test-node", GpuFault(gpu=1, xid=79))
+        assert device.health == "Unhealthy" and device.health_reason.startswith("XID 79 (GPU has fallen")
+        (node,) = runtime.nodes()
+        assert node.allocatable["nvidia.com/gpu"] == "3"
+        condition = next(c for c in node.conditions if c.type == "GPUHealthy")
+        assert (condition.status, condition.reason) == ("False", "GPUUnhealthy")
+        # A pod bound to it before the fault still starts, with a warning.
+        warnings = runtime.start(launch("on-bad-gpu", Container("main", ("true",))), DeviceBinding((1,)))
+        assert warnings[0].startswith("GPU 1 is unhealthy (XID 79")
+        runtime.inject_gpu_fault("test-node", GpuFault(gpu=2, xid=31))
+        assert runtime.nodes()[0].gpus[2].health == "Healthy"
+        assert "GPU 2 reported XID 31 (GPU memory page fault)" in runtime.nodes()[0].warnings[0]
+        runtime.inject_gpu_fault("test-node", GpuFault(gpu=3, lost=True))
+        lost = runtime.gpu_samples()[3]
+        assert lost.utilization_pct is None and lost.power_w is None
+        runtime.inject_gpu_fault("test-node", GpuFault(gpu=0, utilization_pct=12.5, temperature_c=88.0))
+        assert (runtime.gpu_samples()[0].utilization_pct, runtime.gpu_samples()[0].temperature_c) == (
+            12.5,
+            88.0,
+        )
+        for index in (1, 3):
+            assert runtime.inject_gpu_fault("test-node", GpuFault(gpu=index, clear=True)).health == "Healthy"
+        assert runtime.nodes()[0].allocatable["nvidia.com/gpu"] == "4"
+
+    def test_fault_injection_names_what_exists(self, runtime):
+        with pytest.raises(KeyError, match="test-node"):
+            runtime.inject_gpu_fault("other", GpuFault(gpu=0, xid=79))
+        with pytest.raises(KeyError, match=r"GPUs: \[0, 1, 2, 3\]"):
+            runtime.inject_gpu_fault("test-node", GpuFault(gpu=7, xid=79))
 
     def test_a_gpu_share_sees_its_one_gpu(self, runtime):
         pod = launch("share", Container("main", py("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")))

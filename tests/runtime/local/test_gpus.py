@@ -5,7 +5,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from muster.runtime.base import GPU_MEMORY_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE
+from muster.runtime.base import GPU_MEMORY_LABEL, GPU_PRODUCT_LABEL, GPU_RESOURCE, GpuFault, PodRuntimeError
 from muster.runtime.local.gpus import NO_DRIVER_MESSAGE, NoGpuDriver, NoGpus, NvmlGpus, open_gpu_source
 from muster.runtime.local.node import local_node
 from muster.runtime.local.runtime import LocalRuntime
@@ -124,6 +124,56 @@ class TestDiscovery:
     def test_close_shuts_nvml_down(self, nvml):
         NvmlGpus(pynvml).close()
         assert nvml.shutdowns == 1
+
+
+class TestHealthEvents:
+    """XID errors arrive as NVML events, read without waiting on every look at the GPUs."""
+
+    def test_a_critical_xid_makes_its_gpu_unhealthy_for_good(self, nvml):
+        gpus = NvmlGpus(pynvml)
+        assert len(nvml.registered) == 6
+        nvml.xid(0, 79)
+        gpus.samples()  # the sample reads the event
+        devices = gpus.devices()
+        assert devices[0].health == "Unhealthy"
+        assert devices[0].health_reason.startswith("XID 79 (GPU has fallen off the bus)")
+        assert [d.health for d in devices[1:5]] == ["Healthy"] * 4
+        assert gpus.devices()[0].health == "Unhealthy"  # NVML announces no recovery
+
+    def test_an_application_xid_only_warns(self, nvml):
+        gpus = NvmlGpus(pynvml)
+        nvml.xid(1, 13)
+        assert gpus.devices()[1].health == "Healthy"
+        assert gpus.warnings == (
+            "GPU 1 reported XID 13 (graphics engine exception): an application error, the GPU stays healthy",
+        )
+
+    def test_an_event_without_a_device_concerns_them_all(self, nvml):
+        gpus = NvmlGpus(pynvml)
+        nvml.xid(None, 48)
+        assert all(d.health == "Unhealthy" for d in gpus.devices())
+
+    def test_a_gpu_lost_while_sampled_turns_unhealthy(self, monkeypatch):
+        devs = machine()[:2]
+        FakeNvml(monkeypatch, devs)
+        gpus = NvmlGpus(pynvml)
+        devs[1].lost = {"util", "temp", "memory", "power"}
+        sample = gpus.samples()[1]
+        assert sample.utilization_pct is None and sample.temperature_c is None
+        devs[1].lost = set()  # answers again, but NVML never heals a lost GPU
+        assert "GPU is lost" in gpus.devices()[1].health_reason
+
+    def test_real_gpus_take_no_injected_faults(self, nvml, muster_home):
+        runtime = LocalRuntime(muster_home, gpu_source=NvmlGpus(pynvml), node="box")
+        try:
+            with pytest.raises(PodRuntimeError, match="fault injection is for fake GPUs only"):
+                runtime.inject_gpu_fault("box", GpuFault(gpu=0, xid=79))
+        finally:
+            runtime.close()
+
+    def test_close_frees_the_event_set(self, nvml):
+        NvmlGpus(pynvml).close()
+        assert nvml.freed == 1
 
 
 class TestNodeFromNvml:

@@ -1,0 +1,103 @@
+"""The dashboard's pages and sign-in: ``GET /`` (the app, token required: without one the
+browser is sent to ``/login``), ``GET /login`` (the sign-in page), ``POST /login`` (checks a
+token and sets the session cookie), ``POST /logout`` and the static files under
+``/ui/static/`` (scripts, styles, icons: code, no data; they need no token).
+
+Every page answer carries a Content-Security-Policy that allows scripts, styles, images and
+connections from this server only: nothing is loaded from elsewhere at run time, and an
+injected inline script would not run. Framing is refused (no clickjacking).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import FileResponse, Response
+from starlette.types import Scope
+
+from muster.server.auth import LOGIN_PATH, SESSION_COOKIE
+from muster.server.errors import ApiError
+
+__all__ = ["STATIC_DIR", "STATIC_PREFIX", "SecureStaticFiles", "router"]
+
+STATIC_DIR = Path(__file__).parent / "static"
+STATIC_PREFIX = "/ui/static"
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+def index() -> Response:
+    """The dashboard (the auth middleware has checked the token or sent the browser to sign in)."""
+    return _page("index.html")
+
+
+@router.get(LOGIN_PATH)
+def login_page() -> Response:
+    return _page("login.html")
+
+
+@router.post(LOGIN_PATH)
+async def login(request: Request) -> Response:
+    """``{"token": "..."}`` as JSON: a valid token sets the HttpOnly session cookie (204).
+
+    JSON only: a cross-site HTML form cannot send it, so another site cannot sign a browser
+    in with a token of its choosing."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise ApiError(415, 'send the token as JSON: {"token": "..."}', "UnsupportedMediaType")
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        raise ApiError(400, 'the body is not JSON: send {"token": "..."}') from None
+    token = body.get("token") if isinstance(body, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise ApiError(400, "token: required, the token in $MUSTER_HOME/credentials")
+    if not request.app.state.tokens.valid(token.strip()):
+        raise ApiError(401, "invalid token", "Unauthorized")
+    response = Response(status_code=204)
+    response.set_cookie(
+        SESSION_COOKIE,
+        token.strip(),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout() -> Response:
+    """Forget the session cookie."""
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+class SecureStaticFiles(StaticFiles):
+    """Static files with the pages' security headers."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+
+def _page(name: str) -> Response:
+    # no-store: the page a signed-out browser goes back to must be asked for again (and sent to sign in)
+    return FileResponse(
+        STATIC_DIR / name, media_type="text/html", headers={**SECURITY_HEADERS, "Cache-Control": "no-store"}
+    )

@@ -1,0 +1,79 @@
+// Talking to the server. The session cookie (set by POST /login, HttpOnly) authenticates
+// every request; writes also send X-Muster-CSRF, which the server requires of cookie-signed
+// writes (docs/dashboard.md#security).
+
+export const API = "/apis/muster.dev/v1";
+const CSRF = { "X-Muster-CSRF": "1" };
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error && body.error.message) || `HTTP ${status}`);
+    this.status = status;
+    this.reason = body && body.error && body.error.reason;
+  }
+}
+
+function signedOut() {
+  // The token is gone or was replaced: sign in again, then come back to this page.
+  window.location.assign("/login" + window.location.hash);
+  return new Promise(() => {}); // nothing after this runs
+}
+
+async function check(resp) {
+  if (resp.status === 401) return signedOut();
+  if (!resp.ok) {
+    let body = null;
+    try { body = await resp.json(); } catch { /* not JSON */ }
+    throw new ApiError(resp.status, body);
+  }
+  return resp;
+}
+
+export async function getJSON(path, signal) {
+  const resp = await fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin", signal });
+  return (await check(resp)).json();
+}
+
+export async function send(method, path, body) {
+  const resp = await fetch(path, {
+    method,
+    headers: { "Content-Type": "application/json", Accept: "application/json", ...CSRF },
+    credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return (await check(resp)).status === 204 ? null : resp.json();
+}
+
+/** Stream a text response chunk by chunk into onText; resolves when the response ends. */
+export async function streamText(path, onText, signal) {
+  const resp = await check(await fetch(path, { credentials: "same-origin", signal, headers: { Accept: "text/plain" } }));
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    onText(value);
+  }
+}
+
+/** Stream NDJSON: one parsed object per line into onItem. */
+export async function streamLines(path, onItem, signal) {
+  let rest = "";
+  await streamText(path, (text) => {
+    rest += text;
+    let nl;
+    while ((nl = rest.indexOf("\n")) >= 0) {
+      const line = rest.slice(0, nl).trim();
+      rest = rest.slice(nl + 1);
+      if (line) onItem(JSON.parse(line));
+    }
+  }, signal);
+}
+
+export function objectPath(plural, namespace, name) {
+  return `${API}/namespaces/${encodeURIComponent(namespace)}/${plural}/${encodeURIComponent(name)}`;
+}
+
+export async function logout() {
+  await fetch("/logout", { method: "POST", credentials: "same-origin" });
+  window.location.assign("/login");
+}

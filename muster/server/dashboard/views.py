@@ -1,0 +1,251 @@
+"""The dashboard's JSON views: one answer per page that shows more than one of the insight
+views (``/api/v1``, :mod:`muster.server.routes.insight`), computed from the store in-process by
+the same pure functions (:mod:`muster.controllers.usage`, :mod:`muster.controllers.gpuview`,
+:mod:`muster.controllers.explain`), so the pages show exactly what the CLI says. Pages that
+show one view (nodes and GPU readings) read ``/api/v1`` directly.
+
+Every answer carries ``revision``, the store's revision read *before* the objects were, so a
+page that refetches when :mod:`.changes` reports a later revision never misses a change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from muster.api.common import GPU
+from muster.controllers.conditions import condition
+from muster.controllers.explain import explain, latest_condition
+from muster.controllers.explain.gather import gather
+from muster.controllers.gpuview import gpu_rows
+from muster.controllers.pods import phase
+from muster.controllers.trainingjob_pods import pod_name
+from muster.controllers.usage import fmt_amount, queue_usage, workload_requests
+from muster.server.encoding import json_response
+from muster.server.errors import ApiError
+from muster.server.views import StoreSource
+from muster.store import Store
+from muster.store.events import refers_to
+
+__all__ = ["UI_API", "recent_events", "replica_pods", "router"]
+
+UI_API = "/ui/api"
+_RECENT_EVENTS = 40
+_WHY_LOG_LINES = 20
+
+router = APIRouter(prefix=UI_API, tags=["dashboard"], include_in_schema=False)
+
+Obj = Mapping[str, Any]
+
+
+@router.get("/overview")
+def overview(request: Request) -> Response:
+    """Every GPU with who holds it, quota usage per ClusterQueue, recent events, how many nodes
+    are ready, jobs per state."""
+    store = _store(request)
+    revision = store.revision()
+    nodes, pods = _items(store, "Node"), _items(store, "Pod")
+    workloads = _items(store, "Workload")
+    jobs = [_job_row(job, None) for job in _items(store, "TrainingJob")]
+    states: dict[str, int] = {}
+    for row in jobs:
+        states[row["state"]] = states.get(row["state"], 0) + 1
+    return json_response(
+        {
+            "revision": revision,
+            "gpus": [row.to_dict(with_history=False) for row in gpu_rows(nodes, pods)],
+            "nodes": {
+                "total": len(nodes),
+                "ready": sum(1 for n in nodes if (condition(n, "Ready") or {}).get("status") == "True"),
+            },
+            "queues": [
+                q.to_dict()
+                for q in queue_usage(_items(store, "ClusterQueue"), _items(store, "LocalQueue"), workloads)
+            ],
+            "events": recent_events(_items(store, "Event"), _RECENT_EVENTS),
+            "jobStates": states,
+        }
+    )
+
+
+@router.get("/queues")
+def queues_view(request: Request) -> Response:
+    """ClusterQueues with their usage against quota and policies, and the LocalQueues."""
+    store = _store(request)
+    revision = store.revision()
+    cluster_queues, local_queues = _items(store, "ClusterQueue"), _items(store, "LocalQueue")
+    usage = {
+        q.name: q.to_dict() for q in queue_usage(cluster_queues, local_queues, _items(store, "Workload"))
+    }
+    rows = []
+    for cq in cluster_queues:
+        spec = cq.get("spec") or {}
+        rows.append(
+            {
+                **usage[cq["metadata"]["name"]],
+                "strategy": spec.get("queueingStrategy") or "BestEffortFIFO",
+                "preemption": spec.get("preemption") or {},
+                "stopPolicy": spec.get("stopPolicy"),
+                "fairSharingWeight": (spec.get("fairSharing") or {}).get("weight"),
+            }
+        )
+    locals_ = [
+        {
+            "namespace": lq["metadata"].get("namespace") or "default",
+            "name": lq["metadata"]["name"],
+            "clusterQueue": (lq.get("spec") or {}).get("clusterQueue"),
+            "stopPolicy": (lq.get("spec") or {}).get("stopPolicy"),
+        }
+        for lq in local_queues
+    ]
+    return json_response({"revision": revision, "clusterQueues": rows, "localQueues": locals_})
+
+
+@router.get("/jobs")
+def jobs_view(request: Request) -> Response:
+    """One row per TrainingJob: state and its reason (the latest True condition), queue, size."""
+    store = _store(request)
+    revision = store.revision()
+    workloads = {
+        (w["metadata"].get("namespace") or "default", w["metadata"]["name"]): w
+        for w in _items(store, "Workload")
+    }
+    rows = []
+    for job in _items(store, "TrainingJob"):
+        key = (job["metadata"].get("namespace") or "default", _workload_name(job))
+        rows.append(_job_row(job, workloads.get(key)))
+    rows.sort(key=lambda r: r["created"] or "", reverse=True)
+    return json_response({"revision": revision, "jobs": rows})
+
+
+@router.get("/jobs/{namespace}/{name}")
+def job_view(request: Request, namespace: str, name: str) -> Response:
+    """A job with its explanation (``muster why``), pods, replicas, and every event about it."""
+    source = StoreSource(_store(request), request.app)
+    revision = source.store.revision()
+    job = source.get("TrainingJob", name, namespace)
+    if job is None:
+        raise ApiError(404, f"TrainingJob {namespace}/{name} not found")
+    ctx = gather(source, job, _WHY_LOG_LINES, now=time.time())
+    replicas = replica_pods(job, ctx.pods)
+    about: list[Obj] = [job, *ctx.pods]
+    if ctx.workload is not None:
+        about.append(ctx.workload)
+    names = {r["pod"] for r in replicas}
+    events = [
+        e
+        for e in ctx.events
+        if any(refers_to(e, o) for o in about)
+        or ((e.get("involvedObject") or {}).get("kind") == "Pod" and e["involvedObject"].get("name") in names)
+    ]
+    return json_response(
+        {
+            "revision": revision,
+            "job": job,
+            "row": _job_row(job, ctx.workload),
+            "workload": ctx.workload,
+            "why": explain(job, ctx).to_dict(),
+            "replicas": replicas,
+            "events": recent_events(events, len(events)),
+        }
+    )
+
+
+def recent_events(events: Iterable[Obj], limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` most recent events, newest first, as rows."""
+    ordered = sorted(
+        events, key=lambda e: e.get("lastTimestamp") or e.get("firstTimestamp") or "", reverse=True
+    )
+    rows = []
+    for e in ordered[:limit]:
+        ref = e.get("involvedObject") or {}
+        rows.append(
+            {
+                "namespace": ref.get("namespace"),
+                "kind": ref.get("kind"),
+                "name": ref.get("name"),
+                "type": e.get("type") or "Normal",
+                "reason": e.get("reason") or "",
+                "message": e.get("message") or "",
+                "count": e.get("count") or 1,
+                "lastTimestamp": e.get("lastTimestamp") or e.get("firstTimestamp"),
+            }
+        )
+    return rows
+
+
+def replica_pods(job: Obj, pods: Sequence[Obj]) -> list[dict[str, Any]]:
+    """Every replica of the job (``master-0``, ``worker-1``, ...) with its pod if one exists now:
+    the spec names the pods a run has, and their logs outlive them."""
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    job_name = job["metadata"]["name"]
+    out = []
+    for rtype, replica in ((job.get("spec") or {}).get("replicaSpecs") or {}).items():
+        for index in range(int(replica.get("replicas") or 0)):
+            name = pod_name(job_name, rtype, index)
+            out.append(_replica(name, f"{rtype.lower()}-{index}", by_name.pop(name, None)))
+    out.extend(_replica(name, name, pod) for name, pod in sorted(by_name.items()))  # elastic extras
+    return out
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+def _job_row(job: Obj, workload: Obj | None) -> dict[str, Any]:
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    cond = latest_condition(job)
+    replicas = sum(int(r.get("replicas") or 0) for r in (spec.get("replicaSpecs") or {}).values())
+    gpus = workload_requests(workload).get(GPU) if workload is not None else None
+    return {
+        "namespace": meta.get("namespace") or "default",
+        "name": meta["name"],
+        "state": cond["type"] if cond else "Created",
+        "reason": (cond or {}).get("reason") or "",
+        "message": (cond or {}).get("message") or "",
+        "queue": spec.get("queueName") or "default",
+        "priorityClass": spec.get("priorityClassName"),
+        "replicas": replicas,
+        "gpus": None if gpus is None else fmt_amount(GPU, gpus),
+        "restarts": int(status.get("restartCount") or 0),
+        "preemptions": len(status.get("preemptions") or []),
+        "created": meta.get("creationTimestamp"),
+        "started": status.get("startTime"),
+        "completed": status.get("completionTime"),
+    }
+
+
+def _replica(name: str, replica: str, pod: Obj | None) -> dict[str, Any]:
+    spec, status = (pod or {}).get("spec") or {}, (pod or {}).get("status") or {}
+    return {
+        "pod": name,
+        "replica": replica,
+        "exists": pod is not None,
+        "uid": (pod or {}).get("metadata", {}).get("uid"),
+        "phase": phase(pod) if pod is not None else None,
+        "reason": status.get("reason"),
+        "node": spec.get("nodeName"),
+        "gpus": list(spec.get("gpus") or []),
+        "gpuMilli": spec.get("gpuMilli"),
+        "containers": [c["name"] for c in spec.get("containers") or []],
+        "started": status.get("startTime"),
+        "finished": status.get("finishTime"),
+    }
+
+
+def _workload_name(job: Obj) -> str:
+    return (job.get("status") or {}).get("workload") or job["metadata"]["name"]
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store
+
+
+def _items(store: Store, kind: str) -> list[dict[str, Any]]:
+    return store.list(kind).items

@@ -1,0 +1,143 @@
+"""``/api/v1/...``: views over the whole cluster for front ends (the dashboard, scripts).
+
+They compute with the same pure functions the CLI uses (:mod:`muster.controllers.explain`,
+:mod:`muster.controllers.usage`, :mod:`muster.controllers.gpuview`), from the store and,
+for GPU readings, the manager of this process. docs/rest-api.md gives the shapes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from muster.api import registry
+from muster.config import settings
+from muster.controllers.doctor import Inputs, Thresholds, diagnose, report
+from muster.controllers.explain import explain
+from muster.controllers.explain.gather import gather
+from muster.controllers.gpuview import gpu_rows
+from muster.controllers.usage import node_usage, queue_usage
+from muster.server.encoding import json_response
+from muster.server.errors import ERROR_RESPONSES, ApiError
+from muster.server.views import StoreSource, manager_of
+
+__all__ = ["INSIGHT_PREFIX", "router"]
+
+INSIGHT_PREFIX = "/api/v1"
+_EXPLAINED = ("TrainingJob", "Workload", "Pod")
+
+router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
+
+
+@router.get(f"{INSIGHT_PREFIX}/why/{{kind}}/{{namespace}}/{{name}}", operation_id="why")
+def why(
+    request: Request,
+    kind: str,
+    namespace: str,
+    name: str,
+    tail: int = Query(20, ge=0, le=1000, description="Log lines of the failing replica to include."),
+) -> Response:
+    """Why a TrainingJob, Workload or Pod is where it is (``muster why`` as JSON)."""
+    info = registry.lookup(kind)
+    if info.kind not in _EXPLAINED:
+        raise ApiError(400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload or a Pod")
+    source = StoreSource(request.app.state.store, request.app)
+    obj = source.get(info.kind, name, namespace)
+    if obj is None:
+        raise ApiError(404, f"{info.kind} {namespace}/{name} not found")
+    return json_response(explain(obj, gather(source, obj, tail, now=time.time())).to_dict())
+
+
+@router.get(f"{INSIGHT_PREFIX}/gpus", operation_id="gpus")
+def gpus(
+    request: Request,
+    history: bool = Query(True, description="Include each GPU's readings (oldest first)."),
+    history_seconds: float = Query(
+        600.0, alias="historySeconds", gt=0, description="How far back the readings go."
+    ),
+) -> Response:
+    """Every GPU of every node: holders, health, latest reading and recent readings."""
+    store = request.app.state.store
+    manager = manager_of(request.app)
+    readings = {}
+    sample_seconds = None
+    if manager is not None:
+        readings = manager.gpus.history(since=manager.ctx.now() - history_seconds if history else None)
+        sample_seconds = manager.gpus.interval if manager.gpus.enabled else None
+    rows = gpu_rows(store.list("Node").items, store.list("Pod").items, readings)
+    return json_response(
+        {
+            "sampleSeconds": sample_seconds,
+            "gpus": [row.to_dict(with_history=history) for row in rows],
+        }
+    )
+
+
+@router.get(f"{INSIGHT_PREFIX}/doctor", operation_id="doctor")
+def doctor(
+    request: Request,
+    idle_threshold: float | None = Query(
+        None,
+        alias="idleThreshold",
+        ge=0,
+        le=100,
+        description="Percent utilisation under which a GPU is idle.",
+    ),
+    idle_minutes: float | None = Query(
+        None, alias="idleMinutes", gt=0, description="Minutes an allocated GPU must stay idle."
+    ),
+    pending_minutes: float | None = Query(
+        None, alias="pendingMinutes", ge=0, description="Minutes a Workload may wait before it is reported."
+    ),
+    restarts: int | None = Query(None, ge=1, description="Gang restarts that make a restart loop."),
+) -> Response:
+    """Every finding of ``muster doctor``, most severe first, with evidence and a fix."""
+    s = settings()
+    given = {
+        "idle_threshold": idle_threshold if idle_threshold is not None else s.doctor_idle_threshold,
+        "idle_minutes": idle_minutes if idle_minutes is not None else s.doctor_idle_minutes,
+        "pending_minutes": pending_minutes if pending_minutes is not None else s.doctor_pending_minutes,
+        "restarts": restarts if restarts is not None else s.doctor_restarts,
+    }
+    thresholds = Thresholds(**{k: v for k, v in given.items() if v is not None})
+    store = request.app.state.store
+    manager = manager_of(request.app)
+    now = manager.ctx.now() if manager is not None else time.time()
+    history: dict = {}
+    sample_seconds = None
+    if manager is not None and manager.gpus.enabled:
+        window = thresholds.idle_minutes * 60 + 2 * manager.gpus.interval
+        history, sample_seconds = manager.gpus.history(since=now - window), manager.gpus.interval
+    inputs = Inputs(
+        nodes=store.list("Node").items,
+        pods=store.list("Pod").items,
+        workloads=store.list("Workload").items,
+        jobs=store.list("TrainingJob").items,
+        cluster_queues=store.list("ClusterQueue").items,
+        local_queues=store.list("LocalQueue").items,
+        events=store.list("Event").items,
+        history=history,
+        sample_seconds=sample_seconds,
+        now=now,
+    )
+    return json_response(report(diagnose(inputs, thresholds), inputs, thresholds))
+
+
+@router.get(f"{INSIGHT_PREFIX}/queues/usage", operation_id="queueUsage")
+def queues_usage(request: Request) -> Response:
+    """Per ClusterQueue: pending and admitted Workloads, and quota usage per flavor and resource."""
+    store = request.app.state.store
+    usage = queue_usage(
+        store.list("ClusterQueue").items, store.list("LocalQueue").items, store.list("Workload").items
+    )
+    return json_response({"clusterQueues": [q.to_dict() for q in usage]})
+
+
+@router.get(f"{INSIGHT_PREFIX}/nodes/usage", operation_id="nodeUsage")
+def nodes_usage(request: Request) -> Response:
+    """Per node: readiness, cordon, pods, and each resource allocated against allocatable."""
+    store = request.app.state.store
+    usage = node_usage(store.list("Node").items, store.list("Pod").items)
+    return json_response({"nodes": [n.to_dict() for n in usage]})

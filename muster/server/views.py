@@ -1,0 +1,74 @@
+"""What the insight endpoints (``/api/v1/...``) read: the store, pod logs, and the manager
+that runs in this process (its GPU history, fault injection), when there is one.
+
+The manager's hook registers it with :func:`use_manager`; without a manager (``muster up
+--runtime none``) the views answer from the objects alone (no GPU readings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+
+from muster.server.errors import ApiError
+from muster.server.logs import LogRequest, log_source, open_log
+from muster.store import NotFound, Store, parse_selector
+
+if TYPE_CHECKING:
+    from muster.controllers.manager import Manager
+
+__all__ = ["StoreSource", "manager_of", "use_manager"]
+
+Obj = dict[str, Any]
+
+
+def use_manager(app: FastAPI, manager: Manager | None) -> None:
+    """Serve the insight views with ``manager``'s live state (None: objects only)."""
+    app.state.manager = manager
+
+
+def manager_of(app: FastAPI, required: str | None = None) -> Manager | None:
+    """The manager of this process; with ``required`` (what needs it), 409 when there is none."""
+    manager = getattr(app.state, "manager", None)
+    if manager is None and required:
+        raise ApiError(
+            409,
+            f"{required} needs the control plane, and this server runs none "
+            "(start it with `muster up`, not `--runtime none`)",
+            reason="NoControlPlane",
+        )
+    return manager
+
+
+class StoreSource:
+    """:class:`muster.controllers.explain.gather.Source` over a store; pod logs through
+    ``app``'s log source when given (none otherwise)."""
+
+    def __init__(self, store: Store, app: FastAPI | None = None) -> None:
+        self.store = store
+        self.app = app
+
+    def get(self, kind: str, name: str, namespace: str | None) -> Obj | None:
+        try:
+            return self.store.get(kind, name, namespace)
+        except NotFound:
+            return None
+
+    def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[Obj]:
+        parsed = parse_selector(selector) if selector else None
+        return self.store.list(kind, namespace=namespace, selector=parsed).items
+
+    def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
+        if self.app is None:
+            return []
+        cancel = threading.Event()
+        request = LogRequest(namespace, pod, tail_lines=lines)
+        with contextlib.suppress(ApiError):  # no log to read (never started): no tail
+            try:
+                return list(open_log(log_source(self.app), self.store, request, cancel))
+            finally:
+                cancel.set()
+        return []

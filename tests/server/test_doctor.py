@@ -1,0 +1,166 @@
+"""GET /api/v1/doctor on a prepared cluster driven through the controllers: an idle allocated
+GPU, a gang stuck behind fragmentation and an OOM loop are found, each with evidence and a
+fix; a healthy cluster has no finding."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from muster.controllers.doctor import markdown
+from muster.controllers.gpumonitor import GpuReading
+from muster.runtime.base import GpuFault, PodReason
+from muster.server import create_app
+from muster.server.views import use_manager
+from muster.store import Store
+from tests.controllers.conftest import Harness, job
+from tests.server.conftest import AUTH, TOKEN
+
+NODES = {"n1": 4, "n2": 4, "n3": 4}
+
+
+@pytest.fixture
+def harness(sqlite_store: Store, tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(sqlite_store, tmp_path / "home", nodes=NODES)
+    h.clock.now = time.time()  # objects carry the store's real time: waits add up
+    yield h
+    h.close()
+
+
+def doctor(h: Harness, **params) -> dict:
+    app = create_app(h.store, [TOKEN])
+    with TestClient(app, headers=AUTH) as api:
+        use_manager(app, h.manager)
+        answer = api.get("/api/v1/doctor", params=params)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def started(h: Harness, pod: str) -> bool:
+    return any(f.launch.ref.name == pod and f.phase.value == "Pending" for f in h.rt.pods_by_uid.values())
+
+
+def run(h: Harness, name: str, **kwargs) -> None:
+    h.apply(job(name, workers=1, **kwargs))
+    h.settle(lambda: started(h, f"{name}-worker-0"))
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", name, "Running"))
+
+
+def readings(h: Harness, busy: dict[str, float], minutes: float = 11) -> None:
+    """A reading every 30 s for the last ``minutes`` of every GPU (utilisation by UUID, else 0.9)."""
+    now = h.clock()
+    series = []
+    for node, count in NODES.items():
+        for i in range(count):
+            uuid = f"GPU-{node}-{i}"
+            util = busy.get(uuid, 0.9)
+            t = now - minutes * 60
+            while t <= now:
+                series.append((uuid, GpuReading(t, i, util, 1 << 30, 16 << 30, 50.0, 200.0)))
+                t += 30
+    h.manager.gpus.interval = 30
+    h.manager.gpus.record(series)
+
+
+def gpus_of(h: Harness, name: str) -> list[str]:
+    pod = h.pods()[f"{name}-worker-0"]
+    return [f"GPU-{pod['spec']['nodeName']}-{g}" for g in pod["spec"]["gpus"]]
+
+
+def test_finds_an_idle_gpu_a_stuck_gang_and_an_oom_loop(harness: Harness):
+    h = harness
+    for name, gpus in (("a", 3), ("b", 3), ("idle", 2)):
+        run(h, name, gpus=gpus)
+    # A job without GPUs that runs out of memory twice.
+    run(h, "oom", gpus=0, run_policy={"backoffLimit": 10})
+    for attempt in (1, 2):
+        h.rt.exit("default/oom-worker-0", 137, reason=PodReason.OOM_KILLED)
+        h.settle(
+            lambda a=attempt: h.job("oom")["status"].get("restartCount") == a and started(h, "oom-worker-0")
+        )
+        h.rt.run_all()
+        h.settle()
+    # A 4-GPU pod finds 4 free GPUs, but in blocks of 1, 1 and 2.
+    h.apply(job("gang", workers=1, gpus=4))
+    h.settle(lambda: (h.get("Workload", "gang") or {}).get("status", {}).get("pending"))
+    h.clock.advance(31 * 60)
+    idle = gpus_of(h, "idle")
+    readings(h, {uuid: 0.01 for uuid in idle})
+
+    answer = doctor(h)
+    codes = [(f["severity"], f["code"]) for f in answer["findings"]]
+    assert codes == [
+        ("warning", "OOMLoop"),
+        ("warning", "IdleGPU"),
+        ("warning", "PendingTooLong"),
+        ("warning", "FragmentationBlocksGang"),
+    ]
+    oom, idle_gpu, pending, fragmented = answer["findings"]
+    assert oom["objects"] == ["trainingjob/default/oom"]
+    assert "oom-worker-0 OOMKilled 2 time(s)" in oom["evidence"]
+    assert "limits.memory" in oom["fix"]
+    assert idle_gpu["objects"] == ["trainingjob/default/idle"]
+    assert idle_gpu["title"] == "trainingjob default/idle holds 2 GPU(s) idle for 10 min"
+    assert all("mean 1.0%, max 1.0% over the last 10 min (21 readings)" in e for e in idle_gpu["evidence"])
+    assert "muster suspend job/idle" in idle_gpu["fix"]
+    assert pending["objects"] == ["trainingjob/default/gang"]
+    assert pending["title"] == (
+        "1 workload(s) of ClusterQueue default waited over 30 min for admission (the longest 31 min)"
+    )
+    assert pending["evidence"][0].startswith(
+        "trainingjob/default/gang: waiting 31 min; InsufficientResources: "
+    )
+    assert pending["fix"].startswith("muster why trainingjob/gang -n default")
+    assert fragmented["objects"] == ["trainingjob/default/gang"]
+    assert fragmented["evidence"] == [
+        "4 free GPUs spread over 3 nodes; the largest free block is 2",
+        "trainingjob/default/gang needs 1 pod(s) of 4 GPUs",
+    ]
+    assert answer["counts"] == {"critical": 0, "warning": 4, "info": 0}
+    assert answer["gpuSamples"] is True
+
+    # Thresholds are the caller's: a higher idle bar makes every GPU idle, a longer wait none.
+    relaxed = doctor(h, idleThreshold=95, pendingMinutes=60)
+    assert "PendingTooLong" not in [f["code"] for f in relaxed["findings"]]
+    assert len([f for f in relaxed["findings"] if f["code"] == "IdleGPU"]) == 3
+    text = markdown(answer)
+    assert text.startswith("# muster doctor\n")
+    assert "## WARNING OOMLoop: trainingjob default/oom keeps running out of memory (2 OOM kills)" in text
+
+
+def test_broken_nodes_are_critical(harness: Harness):
+    h = harness
+    future = h.manager.request_fault("n2", GpuFault(gpu=3, lost=True))
+    h.settle(future.done)
+    h.rt.lose_node("n3")
+    h.clock.advance(60)
+    h.settle()
+    node = h.get("Node", "n1", None)
+    node["spec"]["unschedulable"] = True
+    h.store.update(node)
+    answer = doctor(h)
+    codes = [(f["severity"], f["code"], f["objects"]) for f in answer["findings"]]
+    assert codes == [
+        ("critical", "NodeNotReady", ["node/n3"]),
+        ("critical", "GPUUnhealthy", ["node/n2"]),
+        ("info", "NodeCordoned", ["node/n1"]),
+    ]
+    lost_gpu = answer["findings"][1]
+    assert lost_gpu["evidence"][0].startswith("GPU 3 (GPU-n2-3): GPU is lost")
+    assert "the taint nvidia.com/gpu=unhealthy:NoSchedule keeps new pods off the node" in lost_gpu["evidence"]
+
+
+def test_a_healthy_cluster_has_no_finding(harness: Harness):
+    h = harness
+    for name, gpus in (("a", 4), ("b", 2)):
+        run(h, name, gpus=gpus)
+    h.clock.advance(40 * 60)
+    readings(h, {})
+    answer = doctor(h)
+    assert answer["findings"] == []
+    assert answer["counts"] == {"critical": 0, "warning": 0, "info": 0}
