@@ -26,7 +26,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from muster.api.quantity import Quantity, QuantityError
 from muster.runtime.base import GPU_RESOURCE, DeviceBinding, GangLaunch, LaunchError, PodLaunch
 
-__all__ = ["MIN_MEMORY", "Gang", "bundle", "create_group", "describe"]
+__all__ = ["MIN_MEMORY", "Gang", "bundle", "create_group", "describe", "gang_key"]
 
 # A bundle may not be empty: a pod that asks for nothing reserves this much memory.
 MIN_MEMORY = 1 << 20
@@ -49,7 +49,15 @@ class Gang:
 
     @property
     def key(self) -> str:
-        return f"{self.launch.namespace}/{self.launch.workload}/{self.launch.uid}"
+        return gang_key(self.launch)
+
+
+def gang_key(gang: GangLaunch) -> str:
+    """One start of one Workload's gang. A requeued Workload keeps its uid while the earlier
+    start's group may still be waiting to be removed (its members not yet released), so the
+    key (and the group's name) also names the first member pod: every start makes new pods."""
+    first = gang.members[0].pod.ref.uid[:8] if gang.members else ""
+    return f"{gang.namespace}/{gang.workload}/{gang.uid[:8]}/{first}"
 
 
 def bundle(pod: PodLaunch, devices: DeviceBinding) -> dict[str, float]:
@@ -74,7 +82,7 @@ def bundle(pod: PodLaunch, devices: DeviceBinding) -> dict[str, float]:
 def create_group(gang: Gang) -> None:
     """Ask Ray for the pinned group (returns at once; ``gang.ready_ref`` tells when it is placed)."""
     selectors = [{"ray.io/node-id": node_id} for node_id in gang.node_ids]
-    name = f"muster/{gang.launch.namespace}/{gang.launch.workload}/{gang.launch.uid[:8]}"
+    name = f"muster/{gang.key}"
     gang.group = placement_group(gang.bundles, strategy="PACK", name=name, bundle_label_selector=selectors)
     gang.ready_ref = gang.group.ready()
 

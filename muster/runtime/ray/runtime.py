@@ -57,7 +57,15 @@ from muster.runtime.base import (
 from muster.runtime.local import logs as logfiles
 from muster.runtime.local.launch import plan_launch
 from muster.runtime.ray.actor import PodActor
-from muster.runtime.ray.gangs import Gang, bundle, create_group, deadline_for, describe, remove_group
+from muster.runtime.ray.gangs import (
+    Gang,
+    bundle,
+    create_group,
+    deadline_for,
+    describe,
+    gang_key,
+    remove_group,
+)
 from muster.runtime.ray.nodes import NodeTable, node_info
 from muster.runtime.ray.pods import RayContainer, RayPod
 
@@ -138,7 +146,7 @@ class RayRuntime(SupportsGangStart, logfiles.LogFiles):
             self.table.refresh(force=True)
         warnings: list[str] = []
         pods, bundles, failed = [], [], None
-        key = f"{gang.namespace}/{gang.workload}/{gang.uid}"
+        key = gang_key(gang)
         for i, m in enumerate(gang.members):
             node = self.table.by_name.get(m.node)
             plan = plan_launch(
@@ -170,7 +178,10 @@ class RayRuntime(SupportsGangStart, logfiles.LogFiles):
                 self._live.add((p.launch.ref.namespace, p.launch.ref.name))
         self._gangs[key] = state
         if failed is None:
-            create_group(state)
+            try:
+                create_group(state)
+            except Exception as exc:  # Ray refused the group (the GCS said no): the gang fails whole
+                state.failed = f"Ray refused the placement group: {_cause(exc)}"
         return warnings
 
     def _check_new(self, ref: PodRef) -> None:

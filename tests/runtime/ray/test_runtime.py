@@ -172,6 +172,27 @@ def test_a_gang_ray_cannot_place_starts_nothing(runtime):
         remove_placement_group(outside)
 
 
+def test_a_workload_started_again_while_its_earlier_group_remains_gets_a_group_of_its_own(runtime):
+    import ray
+
+    a, b = gpu_nodes(runtime)
+    # A requeued Workload keeps its uid; its earlier start's pods (here still running) are
+    # released later, so both starts' groups exist at once.
+    first = GangLaunch("default", "again", "wl-uid", (member("first", a, "sh", "-c", "sleep 30"),), 30)
+    runtime.start_gang(first)
+    drive(runtime, lambda s: "first" in s and s["first"].phase is PodPhase.RUNNING)
+    second = GangLaunch("default", "again", "wl-uid", (member("second", b, "sh", "-c", "echo ran"),), 30)
+    runtime.start_gang(second)
+    seen = drive(runtime, all_final("second"))
+    assert (seen["second"].phase, seen["second"].reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+    groups = [p["name"] for p in ray.util.placement_group_table().values() if p["state"] == "CREATED"]
+    assert len([n for n in groups if n.startswith("muster/default/again/")]) == 2
+    runtime.stop(first.members[0].pod.ref, 0, StopReason.STOPPED)
+    drive(runtime, all_final("first"))
+    release(runtime, first)
+    release(runtime, second)
+
+
 def test_a_pod_stopped_before_its_gang_is_placed_never_starts(runtime):
     a, _ = gpu_nodes(runtime)
     # Two CPUs on a node of one: Ray cannot reserve it.
