@@ -91,6 +91,15 @@ def up(
         str,
         typer.Option("--placement", help=f"Placement policy of the scheduler: {', '.join(_PLACEMENTS)}."),
     ] = "binpack",
+    gang_timeout: Annotated[
+        float,
+        typer.Option(
+            "--gang-timeout",
+            min=0.1,
+            help="Seconds a runtime that starts gangs as one unit (ray) may take to place one before "
+            "the Workload is requeued (GangStartFailed).",
+        ),
+    ] = 60.0,
 ) -> None:
     """Run the Muster control plane in the foreground."""
     # Imported here: the server, database drivers and uvicorn would slow every other command.
@@ -102,7 +111,7 @@ def up(
     from muster.store import StoreError, open_store
 
     s = settings(home=home, store=store)
-    manager = _manager_config(runtime, fake_gpus, placement, s, ray_address)
+    manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
     creds = load_or_create_credentials(s.credentials_path)
@@ -153,7 +162,12 @@ def up(
 
 
 def _manager_config(
-    runtime: str, fake_gpus: str | None, placement: str, s: Settings, ray_address: str | None = None
+    runtime: str,
+    fake_gpus: str | None,
+    placement: str,
+    s: Settings,
+    ray_address: str | None = None,
+    gang_timeout: float = 60.0,
 ) -> ManagerConfig | None:
     """The manager's settings from the options; bad values fail here, before anything starts."""
     from muster.controllers.manager import RUNTIMES, ManagerConfig
@@ -179,13 +193,26 @@ def _manager_config(
         except FakeGpuSpecError as exc:
             fail(str(exc), EXIT_BAD_INPUT)
     return ManagerConfig(
-        runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home, ray_address=ray_address
+        runtime=runtime,
+        fake_gpus=fake_gpus,
+        placement=placement,
+        home=s.home,
+        ray_address=ray_address,
+        gang_timeout_seconds=gang_timeout,
     )
 
 
 def _check_ray(address: str | None, fake_gpus: str | None) -> None:
     if not address:
         fail("--runtime ray needs --ray-address HOST:PORT (the Ray head's GCS) or auto", EXIT_BAD_INPUT)
+    if address.startswith("ray://"):
+        # Ray Client proxies the driver through the head: the runtime's long polls and node
+        # table reads need a driver every Ray node can reach.
+        fail(
+            f"--ray-address {address}: Ray Client (ray://) is not supported; run muster up on a "
+            "node of the Ray cluster (e.g. in the head pod) with --ray-address auto (docs/ray.md)",
+            EXIT_BAD_INPUT,
+        )
     if fake_gpus:
         fail(
             "--fake-gpus is for the local runtime; Ray nodes declare their GPUs "

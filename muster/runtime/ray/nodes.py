@@ -4,7 +4,7 @@ Every node in Ray's table is a Muster node (the head too: it may take CPU-only p
 go where the GPUs are):
 
 * **name**: the node's Ray label ``muster.dev/node-name`` when it has one (``ray start
-  --labels='{"muster.dev/node-name": "gpu-a"}'``), else ``<hostname>-<first 8 hex digits of
+  --labels "muster.dev/node-name=gpu-a"``), else ``<hostname>-<first 8 hex digits of
   the Ray node id>``, lower case, as a DNS-1123 subdomain. The id part keeps two Ray nodes on
   one host (a local test cluster, two raylets in one pod) apart, and a node that restarts with
   a new id is a new Muster node;
