@@ -132,12 +132,13 @@ def _gang(name: str) -> Obj:
         "command": ["true"],
         "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1m"}},
     }
-    replica = {"replicas": 1, "template": {"spec": {"containers": [container]}}}
+    # Workers only: the job succeeds once both have, so neither pod is cleaned up early.
+    replica = {"replicas": 2, "template": {"spec": {"containers": [container]}}}
     return {
         "apiVersion": "muster.dev/v1",
         "kind": "TrainingJob",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"replicaSpecs": {"Master": replica, "Worker": replica}},
+        "spec": {"replicaSpecs": {"Worker": replica}},
     }
 
 
