@@ -10,6 +10,7 @@ import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,8 @@ from tests.e2e.jobs import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 
+Obj = dict[str, Any]
+
 
 @pytest.fixture
 def torch_installed() -> None:
@@ -48,8 +51,17 @@ def ray_up(
     """``muster up --runtime ray`` joined to ``cluster``; every job is deleted on the way out."""
     args = ["--runtime", "ray", "--ray-address", cluster.address, "--gang-timeout", str(gang_timeout)]
     with serve(home, args, timeout=90) as (up, client):
-        wait_for(lambda: len(client.list("Node")["items"]) == 3, timeout=30, what="the three Ray nodes")
+        wait_for(lambda: len(ready_nodes(client)) == 3, timeout=30, what="the three live Ray nodes")
         yield up, client
+
+
+def ready_nodes(client: Client) -> list[Obj]:
+    """The Nodes of live Ray nodes (a node an earlier test removed stays listed, NotReady)."""
+    return [
+        n
+        for n in client.list("Node")["items"]
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    ]
 
 
 def ray_ids(client: Client) -> dict[str, str]:
@@ -100,7 +112,7 @@ def test_a_ddp_job_spans_both_nodes_where_its_admission_placed_it(
     muster_home: Path, ray_cluster, torch_installed
 ):
     with ray_up(muster_home, ray_cluster) as (up, client):
-        nodes = client.list("Node")["items"]
+        nodes = ready_nodes(client)
         assert {n["status"]["runtime"] for n in nodes} == {"ray"}
         assert sorted(n["status"]["capacity"]["nvidia.com/gpu"] for n in nodes) == ["0", "4", "4"]
         # Four GPUs per pod: the two replicas cannot share a node.
@@ -144,14 +156,13 @@ def test_a_gang_that_cannot_fit_starts_nothing(muster_home: Path, ray_cluster):
         client.delete("TrainingJob", "huge", "default")
         # Work Muster does not see holds one GPU of each node: Muster admits a four-GPU pod,
         # Ray cannot reserve it, nothing runs and the job is requeued with the reason.
-        ids = list(ray_ids(client).values())
         held = [
-            placement_group([{"GPU": 1}], bundle_label_selector=[{"ray.io/node-id": i}])
-            for i in ids
-            if any(
-                n["metadata"]["labels"]["ray.io/node-id"] == i and n["status"]["gpus"]
-                for n in client.list("Node")["items"]
+            placement_group(
+                [{"GPU": 1}],
+                bundle_label_selector=[{"ray.io/node-id": n["metadata"]["labels"]["ray.io/node-id"]}],
             )
+            for n in ready_nodes(client)
+            if n["status"]["gpus"]
         ]
         try:
             assert all(h.wait(30) for h in held)
