@@ -50,6 +50,7 @@ from muster.controllers.workloads import WorkloadController
 from muster.runtime.base import (
     GpuDevice,
     GpuFault,
+    PodReason,
     PodRuntimeError,
     PodStatusChange,
     Runtime,
@@ -63,7 +64,7 @@ __all__ = ["RUNTIMES", "Manager", "ManagerConfig"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-RUNTIMES = ("local",)
+RUNTIMES = ("local", "ray")
 # Kinds whose changes can change a scheduling decision (Pods only when they end or go).
 _SCHEDULER_KINDS = frozenset(
     {
@@ -88,11 +89,15 @@ class ManagerConfig:
 
     runtime: str = "local"
     fake_gpus: str | None = None
+    # the Ray cluster to join (--ray-address ADDR|auto) for runtime "ray"
+    ray_address: str | None = None
     placement: str = "binpack"
     home: Path | None = None
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     pending_message_seconds: float = 10.0
+    # how long a runtime that starts gangs as one unit (Ray, Kubernetes) may take to place one
+    gang_timeout_seconds: float = 60.0
     node_grace_seconds: float = 40.0
     gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
     gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
@@ -101,6 +106,14 @@ class ManagerConfig:
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise ValueError(f"runtime {self.runtime!r} is unknown; use one of {', '.join(RUNTIMES)}")
+        if (self.runtime == "ray") != (self.ray_address is not None):
+            raise ValueError(
+                "the ray runtime needs a Ray address (--ray-address ADDR|auto), and only it takes one"
+            )
+        if self.runtime == "ray" and self.fake_gpus:
+            raise ValueError(
+                "--fake-gpus is for the local runtime: declare GPUs on the Ray nodes (ray start --num-gpus N)"
+            )
         Policy(placement=self.placement)  # raises naming the known policies
 
 
@@ -121,7 +134,7 @@ class Manager:
         )
         self._own_runtime = runtime is None
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
-        self.executor = PodExecutor(self.ctx, self.runtime)
+        self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
         self.health = HealthController(
             self.ctx,
@@ -222,6 +235,10 @@ class Manager:
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
+        if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
+            # Maybe lost with its node: the nodes first, so the executor knows which are gone.
+            self.nodes.sync()
+            self.executor.set_nodes(self.nodes.addresses())
         self.executor.observe(reports)
         if full:
             self.executor.resync()
@@ -345,6 +362,10 @@ class Manager:
         return self.executor.node_addresses.get(node, "127.0.0.1")
 
     def _open_runtime(self, home: Path) -> Runtime:
+        if self.config.runtime == "ray":
+            from muster.runtime.ray.runtime import RayRuntime
+
+            return RayRuntime(home, address=self.config.ray_address)
         from muster.runtime.local.fake import parse_fake_gpus
         from muster.runtime.local.runtime import LocalRuntime
 

@@ -28,7 +28,6 @@ __all__ = ["NodeController", "node_status"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-LOCAL_ADDRESS = "127.0.0.1"
 
 
 class NodeController:
@@ -38,11 +37,12 @@ class NodeController:
         self.heartbeat_seconds = heartbeat_seconds
         self._last_beat: dict[str, float] = {}
         self._names: list[str] = []
+        self._addresses: dict[str, str] = {}
         self._warned: set[tuple[str, str]] = set()
 
     def addresses(self) -> dict[str, str]:
-        """Node name -> the address its pods reach each other at (processes share the host)."""
-        return {name: LOCAL_ADDRESS for name in self._names}
+        """Node name -> the address its pods reach each other at (loopback on the local runtime)."""
+        return dict(self._addresses)
 
     def due(self) -> bool:
         now = self.ctx.now()
@@ -54,6 +54,7 @@ class NodeController:
         resized = False
         infos = self.runtime.nodes()
         self._names = [info.name for info in infos]
+        self._addresses = {info.name: info.address for info in infos}
         for gone in set(self._last_beat) - set(self._names):
             del self._last_beat[gone]  # no longer offered: the health controller judges it
         for info in infos:
@@ -117,7 +118,7 @@ def node_status(info: NodeInfo, previous: Obj, now: float) -> Obj:
         "lastHeartbeatTime": iso(now),
         "runtime": info.runtime,
         "addresses": [
-            {"type": "InternalIP", "address": LOCAL_ADDRESS},
+            {"type": "InternalIP", "address": info.address},
             {"type": "Hostname", "address": info.name},
         ],
     }

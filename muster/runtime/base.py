@@ -174,7 +174,9 @@ class NodeInfo:
     ``{"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}``), ``status.gpus`` = ``gpus``,
     ``status.conditions`` = ``conditions``, ``status.runtime`` = ``runtime``. ``warnings``
     are for the operator (``muster up`` prints them, the controller records them as events),
-    e.g. that no NVIDIA driver was found.
+    e.g. that no NVIDIA driver was found. ``address`` is where the node's pods reach each
+    other (``status.addresses[InternalIP]``, a pod's ``status.hostIP``, ``MASTER_ADDR`` when
+    the master runs there): loopback for the local machine, the node's IP on a cluster.
     """
 
     name: str
@@ -185,6 +187,7 @@ class NodeInfo:
     conditions: tuple[NodeCondition, ...] = ()
     runtime: str = "local"
     warnings: tuple[str, ...] = ()
+    address: str = "127.0.0.1"
 
 
 # -- pods ------------------------------------------------------------------------------------
