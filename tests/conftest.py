@@ -14,6 +14,7 @@ from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_p
 
 if TYPE_CHECKING:
     from muster.testing.kubernetes import ControlPlane, NodeRegistry
+    from muster.testing.ray import LocalRayCluster
 
 
 @pytest.fixture
@@ -115,3 +116,21 @@ def store(store_url: str) -> Iterator[Store]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[LocalRayCluster]:
+    """A Ray cluster on this machine shared by the session: a head and two nodes of four GPUs
+    (declared through resources, model H100), one CPU each; this process is connected to it.
+
+    Skipped (failed under MUSTER_TEST_REQUIRE_ALL=1) without the ray extra. A test that removes
+    a node adds one back (``ray_cluster.add_gpu_node()``) so the next one finds two.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        skip_or_fail("ray is not installed (pip install -e '.[ray]')")
+    from muster.testing.ray import LocalRayCluster
+
+    with LocalRayCluster(gpu_nodes=2, gpus=4) as cluster:
+        yield cluster

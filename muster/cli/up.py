@@ -67,8 +67,8 @@ def up(
         typer.Option(
             "--runtime",
             help="Where pods run: local (processes on this machine), kubernetes (Pods of a cluster, "
-            "Muster as its batch scheduler) or none (the API server only: no controllers, scheduling "
-            "or pods).",
+            "Muster as its batch scheduler), ray (actors on the Ray cluster at --ray-address) or none "
+            "(the API server only: no controllers, scheduling or pods).",
         ),
     ] = "local",
     kubeconfig: Annotated[
@@ -88,6 +88,15 @@ def up(
             show_default=False,
         ),
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="The Ray cluster of --runtime ray: its GCS address HOST:PORT, or auto (the cluster "
+            "`ray start` made this machine part of).",
+            show_default=False,
+        ),
+    ] = None,
     fake_gpus: Annotated[
         str | None,
         typer.Option(
@@ -101,6 +110,15 @@ def up(
         str,
         typer.Option("--placement", help=f"Placement policy of the scheduler: {', '.join(_PLACEMENTS)}."),
     ] = "binpack",
+    gang_timeout: Annotated[
+        float,
+        typer.Option(
+            "--gang-timeout",
+            min=0.1,
+            help="Seconds a runtime that starts gangs as one unit (ray, kubernetes) may take to place "
+            "one before the Workload is requeued (GangStartFailed).",
+        ),
+    ] = 60.0,
 ) -> None:
     """Run the Muster control plane in the foreground."""
     # Imported here: the server, database drivers and uvicorn would slow every other command.
@@ -112,7 +130,8 @@ def up(
     from muster.store import StoreError, open_store
 
     s = settings(home=home, store=store)
-    manager = _manager_config(runtime, fake_gpus, placement, s, _cluster(runtime, kubeconfig, context))
+    cluster = _cluster(runtime, kubeconfig, context)
+    manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout, cluster)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
     creds = load_or_create_credentials(s.credentials_path)
@@ -181,6 +200,8 @@ def _manager_config(
     fake_gpus: str | None,
     placement: str,
     s: Settings,
+    ray_address: str | None = None,
+    gang_timeout: float = 60.0,
     cluster: KubernetesConfig | None = None,
 ) -> ManagerConfig | None:
     """The manager's settings from the options; bad values fail here, before anything starts."""
@@ -190,9 +211,15 @@ def _manager_config(
     if runtime == "none":
         if fake_gpus:
             fail("--fake-gpus needs a runtime: drop --runtime none", EXIT_BAD_INPUT)
+        if ray_address:
+            fail("--ray-address is for --runtime ray", EXIT_BAD_INPUT)
         return None
     if runtime not in RUNTIMES:
         fail(f"--runtime {runtime!r} is unknown; use one of {', '.join((*RUNTIMES, 'none'))}", EXIT_BAD_INPUT)
+    if runtime == "ray":
+        _check_ray(ray_address, fake_gpus)
+    elif ray_address:
+        fail(f"--ray-address is for --runtime ray (not {runtime})", EXIT_BAD_INPUT)
     if placement not in _PLACEMENTS:
         fail(f"--placement {placement!r} is unknown; use one of {', '.join(_PLACEMENTS)}", EXIT_BAD_INPUT)
     if fake_gpus:
@@ -203,8 +230,37 @@ def _manager_config(
     if fake_gpus and runtime == "kubernetes":
         fail("--fake-gpus: the kubernetes runtime's GPUs are its Nodes'; drop --fake-gpus", EXIT_BAD_INPUT)
     return ManagerConfig(
-        runtime=runtime, fake_gpus=fake_gpus, placement=placement, home=s.home, kubernetes=cluster
+        runtime=runtime,
+        fake_gpus=fake_gpus,
+        placement=placement,
+        home=s.home,
+        ray_address=ray_address,
+        gang_timeout_seconds=gang_timeout,
+        kubernetes=cluster,
     )
+
+
+def _check_ray(address: str | None, fake_gpus: str | None) -> None:
+    if not address:
+        fail("--runtime ray needs --ray-address HOST:PORT (the Ray head's GCS) or auto", EXIT_BAD_INPUT)
+    if address.startswith("ray://"):
+        # Ray Client proxies the driver through the head: the runtime's long polls and node
+        # table reads need a driver every Ray node can reach.
+        fail(
+            f"--ray-address {address}: Ray Client (ray://) is not supported; run muster up on a "
+            "node of the Ray cluster (e.g. in the head pod) with --ray-address auto (docs/ray.md)",
+            EXIT_BAD_INPUT,
+        )
+    if fake_gpus:
+        fail(
+            "--fake-gpus is for the local runtime; Ray nodes declare their GPUs "
+            "(ray start --num-gpus N --resources '{\"accelerator_type:A100\": 1}')",
+            EXIT_BAD_INPUT,
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        fail("--runtime ray needs Ray in this environment: pip install 'muster[ray]'", EXIT_BAD_INPUT)
 
 
 class _Terminated(Exception):

@@ -13,6 +13,14 @@ For every Pod bound to one of its nodes it keeps the runtime and the store in st
 * a pod the store says Running that the runtime has no record of is Failed (NodeLost);
 * a process whose Pod object is gone (deleted) is stopped and forgotten.
 
+A runtime that starts gangs as one unit (:class:`SupportsGangStart`: Ray, Kubernetes) gets
+every pod of an admitted Workload at once, when all the pods its admission placed exist, and
+never one alone. Pods the runtime fails for reasons outside the job (``GangStartFailed``: the
+gang could not be placed; ``NodeLost`` on a node that is gone) are casualties: they are
+deleted and their Workload is evicted with that reason, so it is requeued, placed anew and
+nothing counts against the job's backoffLimit (docs/control-plane.md, "Gangs on distributed
+runtimes").
+
 The runtime re-adopts its pods when it is created and reports their status again, so a
 manager that was killed loses nothing: statuses are delivered at least once and applying
 one twice changes nothing.
@@ -24,25 +32,49 @@ import copy
 import logging
 from typing import Any
 
+from muster.controllers.conditions import condition, iso
 from muster.controllers.context import Context
 from muster.controllers.launch import device_binding, pod_launch, pod_ref
-from muster.controllers.lifecycle import POD_TRANSITIONS, EventSpec, IllegalTransition, PodPhase, check
-from muster.controllers.pods import ended_by_stop, is_final, phase, stop_grace, stop_reason, stop_requested
+from muster.controllers.lifecycle import (
+    POD_TRANSITIONS,
+    EventSpec,
+    IllegalTransition,
+    PodPhase,
+    WorkloadState,
+    check,
+    evict_workload,
+    workload_state,
+)
+from muster.controllers.pods import (
+    ATTEMPT_LABEL,
+    WORKLOAD_LABEL,
+    ended_by_stop,
+    is_final,
+    phase,
+    stop_grace,
+    stop_reason,
+    stop_requested,
+)
 from muster.runtime.base import (
     STOP_REASONS,
+    GangLaunch,
+    GangMember,
     LaunchError,
     PodExists,
+    PodLaunch,
     PodNotFound,
+    PodReason,
     PodRef,
     PodRuntimeError,
     PodStatusChange,
     Runtime,
     StopReason,
+    SupportsGangStart,
     SupportsNativePods,
     SupportsRetention,
 )
 
-__all__ = ["PodExecutor"]
+__all__ = ["GANG_BACKOFF_MAX_SECONDS", "GANG_BACKOFF_SECONDS", "PodExecutor"]
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +83,32 @@ Obj = dict[str, Any]
 # and the stored final reason is the controller's (the pod's stop-reason annotation).
 _RUNTIME_STOP = {r.value: r for r in StopReason}
 _STATE = {"waiting": "Waiting", "running": "Running", "terminated": "Terminated"}
+_GANG_START_FAILED = PodReason.GANG_START_FAILED.value
+_NODE_LOST = PodReason.NODE_LOST.value
+WorkloadKey = tuple[str, str]  # (namespace, name)
+# A gang the runtime could not place waits before it is admitted again (Kueue's requeuing
+# backoff: base * 2^requeues, capped), so a cluster busy with work Muster does not see is not
+# asked again and again at once.
+GANG_BACKOFF_SECONDS = 10.0
+GANG_BACKOFF_MAX_SECONDS = 300.0
 
 
 class PodExecutor:
     """Keeps one runtime's pods and the store's Pod objects in step (one thread calls it)."""
 
-    def __init__(self, ctx: Context, runtime: Runtime) -> None:
+    def __init__(self, ctx: Context, runtime: Runtime, gang_timeout: float = 60.0) -> None:
         self.ctx = ctx
         self.runtime = runtime
+        self.gang_timeout = gang_timeout
         self.node_addresses: dict[str, str] = {}
         # uid -> ref of every pod the runtime keeps a record of (not yet released)
         self._tracked: dict[str, PodRef] = {s.ref.uid: s.ref for s in runtime.pods()}
         self._stopping: set[str] = set()
         # statuses reported by the runtime that could not be stored yet (a conflict): retried
         self._unwritten: dict[str, PodStatusChange] = {}
+        # Workloads whose pods the runtime failed for reasons outside the job, to evict once
+        # those pods are gone: (namespace, name) -> (reason, message); kept across a conflict
+        self._evictions: dict[WorkloadKey, tuple[str, str]] = {}
 
     @property
     def active(self) -> int:
@@ -83,6 +127,7 @@ class PodExecutor:
         self._unwritten = {}
         for change in pending.values():
             self._apply(change)
+        self._evict_casualties()
 
     def resync(self) -> None:
         """Compare every pod the runtime knows with the store (at start and periodically):
@@ -119,6 +164,7 @@ class PodExecutor:
         if change.final:
             self._release(ref)
             self._finish_stop(stored)
+            self._note_casualty(stored)
 
     def _status(self, pod: Obj, change: PodStatusChange) -> Obj:
         status = dict(pod.get("status") or {})
@@ -169,6 +215,8 @@ class PodExecutor:
 
     def sync(self, pods: list[Obj]) -> None:
         """Act on ``pods`` (Pods of this runtime's nodes): start, stop, fail lost, delete."""
+        gangs: dict[tuple[str, str, str], list[Obj]] = {}
+        gang_runtime = isinstance(self.runtime, SupportsGangStart)
         for pod in pods:
             if pod["spec"].get("nodeName") not in self.node_addresses:
                 continue
@@ -177,14 +225,22 @@ class PodExecutor:
                 if stop_requested(pod):
                     self._release(pod_ref(pod))
                     self._finish_stop(pod)
+                self._note_casualty(pod)  # one reported before a crash: evicted now
             elif stop_requested(pod):
                 self._stop_pod(pod)
             elif uid in self._tracked:
                 continue
             elif phase(pod) == "Running":
                 self._fail(pod, "NodeLost", "the runtime has no record of this pod (its state was lost)")
+            elif gang_runtime and _workload_of(pod):
+                labels = pod["metadata"].get("labels") or {}
+                key = (_namespace(pod), _workload_of(pod), labels.get(ATTEMPT_LABEL, ""))
+                gangs.setdefault(key, []).append(pod)
             else:
                 self._start(pod)
+        for (ns, workload, _attempt), members in gangs.items():
+            self._start_gang(ns, workload, members)
+        self._evict_casualties()
 
     def stop_orphans(self, pods: list[Obj]) -> None:
         """Stop processes the runtime runs for pods that no longer exist in the store (and let a
@@ -202,22 +258,12 @@ class PodExecutor:
                 self._stopping.add(uid)
 
     def _start(self, pod: Obj) -> None:
-        node = pod["spec"]["nodeName"]
-        host_ip = self.node_addresses[node]
-        status = pod.get("status") or {}
-        if not status.get("handle"):
-            marked = copy.deepcopy(pod)
-            marked["status"] = {
-                **status,
-                "phase": "Pending",
-                "handle": {"runtime": self.runtime.name, "node": node},
-            }
-            stored = self.ctx.update_status(marked)
-            if stored is None:
-                return  # changed meanwhile: decide again on the next pass
-            pod = stored
+        marked = self._mark_started(pod)
+        if marked is None:
+            return  # changed meanwhile: decide again on the next pass
+        pod = marked
         try:
-            launch = pod_launch(pod, host_ip, native=isinstance(self.runtime, SupportsNativePods))
+            launch = self._launch(pod)
             warnings = self.runtime.start(launch, device_binding(pod))
         except LaunchError as exc:
             self._fail(pod, "Error", f"cannot start: {exc}")
@@ -229,6 +275,130 @@ class PodExecutor:
         self._tracked[launch.ref.uid] = launch.ref
         for warning in warnings:
             self.ctx.event(pod, EventSpec("Warning", "NotHonoured", warning))
+
+    def _start_gang(self, ns: str, workload: str, members: list[Obj]) -> None:
+        """Start the Workload's pods as one gang once all the pods its admission placed exist."""
+        wl = self.ctx.cache.get("Workload", workload, ns)
+        if wl is None or workload_state(wl) is not WorkloadState.ADMITTED:
+            return  # an evicted or finished Workload's pods are stopped, never started
+        expected = sum(
+            len(a.get("pods") or []) for a in wl["status"]["admission"].get("podSetAssignments") or []
+        )
+        if len(members) != expected:
+            return  # its owner has not created them all yet: the next pass looks again
+        marked = []
+        for pod in sorted(members, key=lambda p: p["metadata"]["name"]):
+            pod = self._mark_started(pod)
+            if pod is None:
+                return  # changed meanwhile: decide again on the next pass
+            marked.append(pod)
+        try:
+            gang = GangLaunch(
+                namespace=ns,
+                workload=workload,
+                uid=wl["metadata"].get("uid") or "",
+                members=tuple(
+                    GangMember(self._launch(p), device_binding(p), p["spec"]["nodeName"]) for p in marked
+                ),
+                timeout_seconds=self.gang_timeout,
+            )
+            warnings = self.runtime.start_gang(gang)  # type: ignore[attr-defined]
+        except LaunchError as exc:
+            for pod in marked:
+                self._fail(pod, "Error", f"cannot start: {exc}")
+            return
+        except PodExists as exc:
+            log.info("not starting the gang of %s/%s yet: %s", ns, workload, exc)
+            self.ctx.cache.mark([("Pod", ns, p["metadata"]["name"]) for p in marked])
+            return
+        for member in gang.members:
+            self._tracked[member.pod.ref.uid] = member.pod.ref
+        for warning in warnings:
+            self.ctx.event(wl, EventSpec("Warning", "NotHonoured", warning))
+
+    def _launch(self, pod: Obj) -> PodLaunch:
+        """What the runtime gets to start ``pod`` (a native runtime: its whole spec, unresolved)."""
+        host_ip = self.node_addresses[pod["spec"]["nodeName"]]
+        return pod_launch(pod, host_ip, native=isinstance(self.runtime, SupportsNativePods))
+
+    def _mark_started(self, pod: Obj) -> Obj | None:
+        """Write the start (``status.handle``) before the runtime acts; the stored pod, or None
+        when it changed meanwhile."""
+        status = pod.get("status") or {}
+        if status.get("handle"):
+            return pod
+        marked = copy.deepcopy(pod)
+        node = pod["spec"]["nodeName"]
+        marked["status"] = {
+            **status,
+            "phase": "Pending",
+            "handle": {"runtime": self.runtime.name, "node": node},
+        }
+        return self.ctx.update_status(marked)
+
+    # -- casualties: pods the runtime failed for reasons outside the job --------------------------
+
+    def _note_casualty(self, pod: Obj) -> None:
+        """A pod failed because its gang could not be placed, or with its node: its Workload is
+        to be evicted with that reason once the pod is deleted."""
+        reason = self._casualty_reason(pod)
+        if reason is not None and _workload_of(pod):
+            message = (pod.get("status") or {}).get("message") or reason
+            self._evictions.setdefault((_namespace(pod), _workload_of(pod)), (reason, message))
+
+    def _casualty_reason(self, pod: Obj) -> str | None:
+        """GangStartFailed, or NodeLost on a node that is gone (a process lost on a live node
+        is the job's failure: its restart policy decides); None for any other pod."""
+        status = pod.get("status") or {}
+        if phase(pod) != "Failed":
+            return None
+        reason = status.get("reason")
+        if reason == _GANG_START_FAILED:
+            return reason
+        if reason == _NODE_LOST and self._node_lost(pod["spec"].get("nodeName") or ""):
+            return reason
+        return None
+
+    def _evict_casualties(self) -> None:
+        """Delete the casualties, then evict their Workloads (one no longer admitted needs
+        nothing more). Deleting first means a pod of a failed gang never outlives the eviction
+        into the Workload's next admission; a crash in between leaves an admitted Workload
+        whose owner recreates the pods, and the gang is started again."""
+        for key, (reason, message) in list(self._evictions.items()):
+            ns, name = key
+            gone = True
+            for pod in self.ctx.cache.pods_labelled(WORKLOAD_LABEL, name, ns):
+                if self._casualty_reason(pod) == reason:
+                    gone &= self.ctx.delete(pod)
+            if not gone:
+                continue  # changed meanwhile: the next pass tries again
+            wl = self.ctx.cache.get("Workload", name, ns)
+            if wl is not None and workload_state(wl) is WorkloadState.ADMITTED:
+                updated = copy.deepcopy(wl)
+                now = self.ctx.now()
+                text = f"{message}; requeued (not counted against backoffLimit)"
+                if reason == _GANG_START_FAILED:
+                    state = updated["status"].setdefault("requeueState", {})
+                    delay = min(
+                        GANG_BACKOFF_SECONDS * 2 ** int(state.get("count") or 0), GANG_BACKOFF_MAX_SECONDS
+                    )
+                    state["requeueAt"] = iso(now + delay)
+                    text += f", admitted again after {delay:.0f}s"
+                evict_workload(updated, reason, text, now)
+                stored = self.ctx.update_status(updated)
+                if stored is None:
+                    continue
+                self.ctx.event(stored, EventSpec("Warning", reason, text))
+                self.ctx.metrics.evictions.labels(reason).inc()
+            del self._evictions[key]
+
+    def _node_lost(self, node: str) -> bool:
+        """The runtime no longer offers the node, or offers it not Ready (Ray: a dead node)."""
+        if node not in self.node_addresses:
+            return True
+        obj = self.ctx.cache.get("Node", node)
+        ready = condition(obj, "Ready") if obj is not None else None
+        return ready is not None and ready.get("status") != "True"
 
     def _stop_pod(self, pod: Obj) -> None:
         ref = pod_ref(pod)
@@ -286,6 +456,14 @@ class PodExecutor:
             return
         self._tracked.pop(ref.uid, None)
         self._stopping.discard(ref.uid)
+
+
+def _workload_of(pod: Obj) -> str:
+    return (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL) or ""
+
+
+def _namespace(pod: Obj) -> str:
+    return pod["metadata"].get("namespace") or "default"
 
 
 def _event(pod: Obj, reason: str, new: PodPhase) -> EventSpec:

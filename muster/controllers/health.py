@@ -45,7 +45,6 @@ from muster.controllers.workloads import EVICTION_STOP_REASONS
 __all__ = [
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
-    "EVICTION_REASONS",
     "GPU_UNHEALTHY",
     "GPU_UNHEALTHY_TAINT",
     "NODE_DRAINED",
@@ -59,8 +58,6 @@ Obj = dict[str, Any]
 GPU_UNHEALTHY = "GPUUnhealthy"
 NODE_LOST = "NodeLost"
 NODE_DRAINED = "NodeDrained"
-# Evictions that are the infrastructure's doing, never the job's (no backoffLimit charge).
-EVICTION_REASONS = (GPU_UNHEALTHY, NODE_LOST, NODE_DRAINED)
 GPU_UNHEALTHY_TAINT = {"key": "nvidia.com/gpu", "value": "unhealthy", "effect": "NoSchedule"}
 _PRECEDENCE = (NODE_LOST, GPU_UNHEALTHY, NODE_DRAINED)  # the first one found explains an eviction
 DRAIN_ANNOTATION = "muster.dev/drain"  # when the drain was asked (RFC 3339)

@@ -128,8 +128,8 @@ def evict_workload(
     preemption_reason: str | None = None,
     preempted_by: str | None = None,
 ) -> EventSpec:
-    """Admitted -> Evicting (``reason`` Preempted or Deactivated): its pods are to be stopped;
-    the admission (and quota) stay until they are gone."""
+    """Admitted -> Evicting (``reason`` Preempted, Deactivated, GangStartFailed, NodeLost): its
+    pods are to be stopped; the admission (and quota) stay until they are gone."""
     _move_workload(wl, WorkloadState.EVICTING)
     set_condition(wl, "Evicted", "True", reason, message, now)
     if preemption_reason is not None:

@@ -55,6 +55,7 @@ from muster.controllers.workloads import WorkloadController
 from muster.runtime.base import (
     GpuDevice,
     GpuFault,
+    PodReason,
     PodRuntimeError,
     PodStatusChange,
     Runtime,
@@ -72,7 +73,7 @@ __all__ = ["RUNTIMES", "Manager", "ManagerConfig"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-RUNTIMES = ("local", "kubernetes")
+RUNTIMES = ("local", "kubernetes", "ray")
 # Kinds whose changes can change a scheduling decision (Pods only when they end or go).
 _SCHEDULER_KINDS = frozenset(
     {
@@ -99,11 +100,15 @@ class ManagerConfig:
     fake_gpus: str | None = None
     # the cluster and the Lease of ``runtime="kubernetes"`` (default: kubectl's rules)
     kubernetes: KubernetesConfig | None = None
+    # the Ray cluster to join (--ray-address ADDR|auto) for runtime "ray"
+    ray_address: str | None = None
     placement: str = "binpack"
     home: Path | None = None
     resync_seconds: float = 10.0
     heartbeat_seconds: float = 10.0
     pending_message_seconds: float = 10.0
+    # how long a runtime that starts gangs as one unit (Ray, Kubernetes) may take to place one
+    gang_timeout_seconds: float = 60.0
     node_grace_seconds: float = 40.0
     gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
     gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
@@ -112,6 +117,14 @@ class ManagerConfig:
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise ValueError(f"runtime {self.runtime!r} is unknown; use one of {', '.join(RUNTIMES)}")
+        if (self.runtime == "ray") != (self.ray_address is not None):
+            raise ValueError(
+                "the ray runtime needs a Ray address (--ray-address ADDR|auto), and only it takes one"
+            )
+        if self.runtime == "ray" and self.fake_gpus:
+            raise ValueError(
+                "--fake-gpus is for the local runtime: declare GPUs on the Ray nodes (ray start --num-gpus N)"
+            )
         Policy(placement=self.placement)  # raises naming the known policies
 
 
@@ -132,7 +145,7 @@ class Manager:
         )
         self._own_runtime = runtime is None
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
-        self.executor = PodExecutor(self.ctx, self.runtime)
+        self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
         self.health = HealthController(
             self.ctx,
@@ -227,7 +240,7 @@ class Manager:
         if isinstance(self.runtime, SupportsReadoption):
             self.runtime.readopt()
         self.open()
-        self.executor = PodExecutor(self.ctx, self.runtime)
+        self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.executor.set_nodes(self.nodes.addresses())
         self._next_resync = 0.0  # the first pass looks at everything
 
@@ -257,6 +270,10 @@ class Manager:
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
+        if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
+            # Maybe lost with its node: the nodes first, so the executor knows which are gone.
+            self.nodes.sync()
+            self.executor.set_nodes(self.nodes.addresses())
         self.executor.observe(reports)
         if full:
             self.executor.resync()
@@ -386,6 +403,10 @@ class Manager:
             from muster.runtime.kubernetes.runtime import KubernetesRuntime
 
             return KubernetesRuntime(self.config.kubernetes or KubernetesConfig())
+        if self.config.runtime == "ray":
+            from muster.runtime.ray.runtime import RayRuntime
+
+            return RayRuntime(home, address=self.config.ray_address)
         from muster.runtime.local.fake import parse_fake_gpus
         from muster.runtime.local.runtime import LocalRuntime
 

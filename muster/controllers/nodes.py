@@ -39,11 +39,12 @@ class NodeController:
         self.runtime = runtime
         self.heartbeat_seconds = heartbeat_seconds
         self._last_beat: dict[str, float] = {}
+        self._names: list[str] = []
         self._addresses: dict[str, str] = {}
         self._warned: set[tuple[str, str]] = set()
 
     def addresses(self) -> dict[str, str]:
-        """Node name -> the node's address (status.hostIP of its pods; MASTER_ADDR of processes)."""
+        """Node name -> the address its pods reach each other at (loopback on the local runtime)."""
         return dict(self._addresses)
 
     def due(self) -> bool:
@@ -57,8 +58,9 @@ class NodeController:
         now = self.ctx.now()
         resized = False
         infos = self.runtime.nodes()
+        self._names = [info.name for info in infos]
         self._addresses = {info.name: info.address for info in infos}
-        for gone in set(self._last_beat) - set(self._addresses):
+        for gone in set(self._last_beat) - set(self._names):
             del self._last_beat[gone]  # no longer offered: the health controller judges it
         for info in infos:
             resized |= self._sync_node(info, now)

@@ -8,7 +8,10 @@ its pods as they are now, so a pass interrupted anywhere is completed by the nex
 2. the Workload is created (queue, priority, one pod set per replica type), or kept active
    or deactivated as ``runPolicy.suspend`` says;
 3. the job's phase follows the Workload: waiting (Queued, with the pending reason), being
-   evicted (Preempted, not counted against backoffLimit), requeued (Queued again);
+   evicted (Preempted, not counted against backoffLimit; an eviction that is the
+   infrastructure's doing, :data:`~muster.controllers.workloads.REQUEUE_EVICTIONS` such as a
+   failed GPU, a lost or drained node or a gang the runtime could not place, requeues it the
+   same way, straight to Queued), requeued (Queued again);
 4. once admitted, the pods of the current run are created, bound to the admission's
    placements; pods of an earlier run are stopped and removed first (a gang restart reuses
    the same admission, so the new pods take the same GPUs);
@@ -31,7 +34,6 @@ from typing import Any
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.controllers.conditions import condition, epoch, iso
 from muster.controllers.context import Context
-from muster.controllers.health import EVICTION_REASONS
 from muster.controllers.lifecycle import (
     EventSpec,
     JobPhase,
@@ -69,6 +71,8 @@ from muster.controllers.trainingjob_pods import (
     training_env,
     workload_for,
 )
+from muster.controllers.workloads import REQUEUE_EVICTIONS
+from muster.runtime.base import PodReason
 
 __all__ = ["TrainingJobController"]
 
@@ -78,6 +82,7 @@ Obj = dict[str, Any]
 MasterAddress = Callable[[str, str, str, str], str]
 _ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+GANG_START_FAILED = PodReason.GANG_START_FAILED.value
 
 
 class TrainingJobController:
@@ -148,11 +153,13 @@ class _Pass:
         state = workload_state(wl)
         evicted = condition(wl, "Evicted") or {}
         preempted = evicted.get("status") == "True" and evicted.get("reason") == "Preempted"
-        moved = evicted.get("status") == "True" and evicted.get("reason") in EVICTION_REASONS
+        # The infrastructure's evictions (workloads.REQUEUE_EVICTIONS) requeue it to run
+        # elsewhere, never the job's failure.
+        moved = evicted.get("status") == "True" and evicted.get("reason") in REQUEUE_EVICTIONS
         if state is WorkloadState.EVICTING and preempted:
             self._preempted(wl, evicted)
         elif state is WorkloadState.EVICTING and moved:
-            self._moved_off(evicted)
+            self._moved_off(evicted, waiting=True)
         elif state is WorkloadState.PENDING:
             if moved:
                 self._moved_off(evicted)
@@ -223,13 +230,18 @@ class _Pass:
             record["preemptor"] = wstatus["preemptedBy"]
         self.status.setdefault("preemptions", []).append(record)
 
-    def _moved_off(self, evicted: Obj) -> None:
-        """Its GPU or node failed, or its node is drained: requeued to run elsewhere. Not the
-        job's fault, so nothing counts against backoffLimit."""
+    def _moved_off(self, evicted: Obj, waiting: bool = False) -> None:
+        """Its gang could not be placed, its GPU or node failed, or its node is drained: requeued
+        to run elsewhere. Not the job's fault, so nothing counts against backoffLimit. A job whose
+        gang never ran stays Queued and says why while its Workload is ``waiting`` for the
+        eviction to finish."""
         reason, message = evicted.get("reason") or "Evicted", evicted.get("message") or ""
-        if job_phase(self.job) in (JobPhase.RUNNING, JobPhase.RESTARTING):
+        current = job_phase(self.job)
+        if current in (JobPhase.RUNNING, JobPhase.RESTARTING):
             self._move(JobPhase.QUEUED, reason, message)
             self.events[-1] = EventSpec("Warning", reason, message)
+        elif current is JobPhase.QUEUED and waiting and set_job_message(self.job, reason, message, self.now):
+            self.events.append(EventSpec("Warning", reason, message))
 
     def _queued(self, wl: Obj, preempted: bool) -> None:
         current = job_phase(self.job)
@@ -269,6 +281,8 @@ class _Pass:
                 p for p in current if (p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) == attempt
             ]
         live = [p for p in current if not stop_requested(p)]
+        if any((p.get("status") or {}).get("reason") == GANG_START_FAILED for p in live):
+            return  # not the job's failure: the executor deletes them and evicts the Workload
         failed = sorted(
             (p for p in live if phase(p) == "Failed"),
             key=lambda p: (p.get("status") or {}).get("finishTime") or "",

@@ -46,6 +46,8 @@ from muster.controllers.pods import (
     stop_requested_object,
 )
 from muster.controllers.trainingjob_pods import bound_pod_spec, owner_reference, pod_set_of
+from muster.controllers.workloads import EVICTION_STOP_REASONS
+from muster.runtime.base import PodReason
 
 __all__ = [
     "ATTEMPT_LABEL",
@@ -73,7 +75,8 @@ POD_SET = "main"
 _NAME_PREFIX = 43  # + "-" + 8 hex = 52, leaving room for a TrainingJob's "-worker-NN" pods
 # Pod reasons that are the task's own doing (Argo's Failed); anything else is an Error.
 _TASK_FAILURES = ("Error", "OOMKilled", "DeadlineExceeded")
-_EVICTION_STOPS = (StopReasons.PREEMPTED, StopReasons.SUSPENDED)
+_EVICTION_STOPS = (StopReasons.SUSPENDED, *EVICTION_STOP_REASONS.values())
+_GANG_START_FAILED = PodReason.GANG_START_FAILED.value
 
 
 def attempt_name(wf: Obj, node: str, attempt: int) -> str:
@@ -207,6 +210,9 @@ def _pod_outcome(ctx: Context, launch: Callable[[], Launch], wl: Obj, node: Obj)
         pod = None
     if pod is not None and stop_requested(pod) and stop_reason(pod) in _EVICTION_STOPS:
         return Outcome("waiting", "Preempted", f"pod {name} is being stopped ({stop_reason(pod)})")
+    if pod is not None and (pod.get("status") or {}).get("reason") == _GANG_START_FAILED:
+        # never ran: the executor deletes it and evicts the Workload, which is requeued
+        return Outcome("waiting", _GANG_START_FAILED, (pod.get("status") or {}).get("message") or "")
     if pod is not None and phase(pod) in ("Succeeded", "Failed"):
         return _ended(pod)
     if state is WorkloadState.PENDING:

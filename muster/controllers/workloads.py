@@ -2,9 +2,11 @@
 
 An admitted Workload whose owner deactivated it (``spec.active=false``: a suspended job) is
 evicted here (Evicted=True, reason Deactivated); the scheduler loop evicts preemption victims
-itself. For an evicting Workload this controller asks every unfinished pod to stop (reason
-Preempted or Suspended: SIGTERM, the grace period, SIGKILL), and once every pod is terminal
-or gone it clears the admission and requeues the Workload
+itself, the health controller those on failed GPUs, lost or drained nodes, the pod executor
+those whose pods the runtime failed for reasons outside the job (GangStartFailed, NodeLost).
+For an evicting Workload this controller asks every unfinished pod to stop (reason Preempted,
+GPUUnhealthy, NodeLost, Evicted or Suspended: SIGTERM, the grace period, SIGKILL), and once
+every pod is terminal or gone it clears the admission and requeues the Workload
 (:func:`muster.controllers.lifecycle.requeue_workload`). Its quota is held until then, so
 whatever replaces it never over-commits GPUs (docs/control-plane.md, "Workload lifecycle").
 """
@@ -24,8 +26,15 @@ from muster.controllers.pods import (
     stop_requested,
     stop_requested_object,
 )
+from muster.runtime.base import PodReason
 
-__all__ = ["DEACTIVATED", "EVICTION_STOP_REASONS", "WorkloadController", "workload_pods"]
+__all__ = [
+    "DEACTIVATED",
+    "EVICTION_STOP_REASONS",
+    "REQUEUE_EVICTIONS",
+    "WorkloadController",
+    "workload_pods",
+]
 
 Obj = dict[str, Any]
 DEACTIVATED = "Deactivated"
@@ -36,6 +45,11 @@ EVICTION_STOP_REASONS = {
     "NodeLost": StopReasons.NODE_LOST,
     "NodeDrained": StopReasons.EVICTED,
 }
+# The one place that decides which evictions count toward a job's backoffLimit: these are the
+# infrastructure's doing (a GPU or node failed, a node is drained, the runtime could not place
+# the gang), so the job is requeued to run elsewhere and nothing is counted. A preemption is
+# not counted either, but is recorded and checkpointed as one; a suspension is its owner's.
+REQUEUE_EVICTIONS = frozenset({"GPUUnhealthy", "NodeLost", "NodeDrained", PodReason.GANG_START_FAILED.value})
 
 
 def workload_pods(ctx: Context, wl: Obj) -> list[Obj]:

@@ -189,7 +189,9 @@ class NodeInfo:
     ``status.conditions`` = ``conditions``, ``status.runtime`` = ``runtime``,
     ``status.addresses`` = ``address`` (InternalIP) and the name (Hostname). ``warnings``
     are for the operator (``muster up`` prints them, the controller records them as events),
-    e.g. that no NVIDIA driver was found.
+    e.g. that no NVIDIA driver was found. ``address`` is where the node's pods reach each
+    other (``status.addresses[InternalIP]``, a pod's ``status.hostIP``, ``MASTER_ADDR`` when
+    the master runs there): loopback for the local machine, the node's IP on a cluster.
 
     ``used_by_others`` (wire: ``status.usedByOthers``, quantity strings) is what things the
     runtime runs but Muster did not create hold on the node (on Kubernetes: pods bound by

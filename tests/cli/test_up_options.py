@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import typer
+
 from muster.cli import up
+from muster.cli.common import EXIT_BAD_INPUT
+from muster.config import settings
 from muster.scheduler import PLACEMENT_POLICIES
 from muster.testing.up import run_cli
 
@@ -20,3 +25,29 @@ def test_muster_up_refuses_cluster_options_without_the_kubernetes_runtime(muster
     missing = run_cli(muster_home, "up", "--runtime", "kubernetes", "--kubeconfig", "/nowhere")
     assert missing.returncode == 2
     assert "--kubeconfig /nowhere: no such file" in missing.stderr
+
+
+def test_ray_options_reach_the_manager(tmp_path: Path):
+    s = settings(home=tmp_path)
+    config = up._manager_config("ray", None, "binpack", s, "auto", gang_timeout=7.5)
+    assert config is not None
+    assert (config.runtime, config.ray_address, config.gang_timeout_seconds) == ("ray", "auto", 7.5)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "fake_gpus", "address", "message"),
+    [
+        ("ray", None, None, "--runtime ray needs --ray-address"),
+        ("ray", "4", "auto", "--fake-gpus is for the local runtime"),
+        ("ray", None, "ray://head:10001", "Ray Client (ray://) is not supported"),
+        ("local", None, "auto", "--ray-address is for --runtime ray (not local)"),
+        ("none", None, "auto", "--ray-address is for --runtime ray"),
+    ],
+)
+def test_bad_ray_options_are_refused(
+    tmp_path: Path, capsys, runtime: str, fake_gpus: str | None, address: str | None, message: str
+):
+    with pytest.raises(typer.Exit) as exc:
+        up._manager_config(runtime, fake_gpus, "binpack", settings(home=tmp_path), address)
+    assert exc.value.exit_code == EXIT_BAD_INPUT
+    assert message in capsys.readouterr().err

@@ -24,7 +24,16 @@ DDP_SCRIPT = str(HERE / "ddp_train.py")
 def cluster(home: Path, gpus: int = 4, port: int | None = None) -> Iterator[tuple[MusterUp, Client]]:
     """``muster up --fake-gpus N`` in ``home``; on the way out every job is deleted and its
     pods are waited out, so no test leaves processes behind."""
-    up = MusterUp(home, port=port, extra_args=["--fake-gpus", str(gpus)]).start()
+    with serve(home, ["--fake-gpus", str(gpus)], port=port) as pair:
+        yield pair
+
+
+@contextmanager
+def serve(
+    home: Path, args: list[str], port: int | None = None, timeout: float = 60
+) -> Iterator[tuple[MusterUp, Client]]:
+    """``muster up ARGS`` in ``home``, cleaned up as :func:`cluster` is."""
+    up = MusterUp(home, port=port, extra_args=args).start(timeout=timeout)
     client = Client(up.url, up.token)
     try:
         yield up, client
@@ -52,6 +61,21 @@ def live_pods(client: Client) -> list[Obj]:
         for p in client.list("Pod")["items"]
         if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
     ]
+
+
+def priority_class(name: str, value: int) -> Obj:
+    return {
+        "apiVersion": "muster.dev/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def held_job(name: str, release: Path, **kwargs: Any) -> Obj:
+    """A TrainingJob whose replicas run until the file ``release`` exists."""
+    script = f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.05)\n"
+    return python_job(name, script, **kwargs)
 
 
 def python_job(name: str, script: str, **kwargs: Any) -> Obj:

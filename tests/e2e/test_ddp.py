@@ -13,9 +13,10 @@ from tests.e2e.jobs import (
     PYTHON,
     cluster,
     condition,
+    held_job,
     job_doc,
+    priority_class,
     progress,
-    python_job,
     wait_condition,
 )
 
@@ -62,19 +63,13 @@ def test_preempted_job_checkpoints_requeues_and_resumes_where_it_stopped(muster_
             env={"TRAIN_STEPS": "6", "TRAIN_HOLD_AT": "3", "TRAIN_RELEASE_FILE": str(release)},
             run_policy={"backoffLimit": 0},  # a preemption must not count as a failure
         )
-        high_class = {
-            "apiVersion": "muster.dev/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": "urgent"},
-            "value": 100,
-        }
-        client.apply([high_class, low])
+        client.apply([priority_class("urgent", 100), low])
         wait_condition(client, "TrainingJob", "low", "Running", timeout=120)
         # Every rank now holds at step 3 (until the release file exists).
         _wait_step(up.home, 3)
-        urgent = python_job(
+        urgent = held_job(
             "urgent",
-            f"import os, time\nwhile not os.path.exists({str(urgent_done)!r}): time.sleep(0.05)\n",
+            urgent_done,
             gpus=2,
             priorityClassName="urgent",
         )

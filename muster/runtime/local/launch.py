@@ -78,8 +78,10 @@ def plan_launch(
     gpus: Sequence[GpuDevice],
     visible_devices: Callable[[Sequence[int]], str],
     base_env: Mapping[str, str],
+    runtime: str = "local",
 ) -> LaunchPlan:
-    """Check ``pod`` and ``devices`` and resolve every container. Raises :class:`LaunchError`."""
+    """Check ``pod`` and ``devices`` and resolve every container. Raises :class:`LaunchError`.
+    ``runtime`` names the runtime in messages (the Ray runtime plans its pods here too)."""
     _check_ref(pod)
     warnings = _check_devices(devices, gpus)
     if not pod.containers:
@@ -96,7 +98,7 @@ def plan_launch(
     cuda = visible_devices(list(devices.gpus))
     plans = []
     for i, c in enumerate(pod.containers):
-        plan, notes = _plan_container(pod, i, c, home, volumes, base_env, cuda)
+        plan, notes = _plan_container(pod, i, c, home, volumes, base_env, cuda, runtime)
         plans.append(plan)
         warnings.extend(notes)
     return LaunchPlan(plans, volumes, warnings)
@@ -110,18 +112,19 @@ def _plan_container(
     volumes: VolumePlan,
     base_env: Mapping[str, str],
     cuda: str,
+    runtime: str,
 ) -> tuple[ContainerPlan, list[str]]:
     path = f"spec.containers[{i}]"
     warnings = []
     if not c.command:
         raise LaunchError(
             f"{path}.command",
-            "must be set: the local runtime runs the command as a process and knows no image entrypoint",
+            f"must be set: the {runtime} runtime runs the command as a process and knows no image entrypoint",
             "e.g. command: [python, train.py]",
         )
     if c.image:
         warnings.append(
-            f"container {c.name!r}: image {c.image!r} is recorded but not used by the local runtime"
+            f"container {c.name!r}: image {c.image!r} is recorded but not used by the {runtime} runtime"
         )
     if c.working_dir:
         if not PurePosixPath(c.working_dir).is_absolute():
@@ -134,7 +137,9 @@ def _plan_container(
         if key == "memory":
             memory_limit = _memory(value, f"{path}.resources.limits.memory")
         elif key in _NOT_HONOURED_LIMITS:
-            warnings.append(f"container {c.name!r}: {key} limit {value} is not enforced by the local runtime")
+            warnings.append(
+                f"container {c.name!r}: {key} limit {value} is not enforced by the {runtime} runtime"
+            )
     mounts = volumes.mounts(c, cwd)
     for m, vm in zip(mounts, c.volume_mounts, strict=True):
         if c.working_dir and PurePosixPath(vm.mount_path) == PurePosixPath(c.working_dir):

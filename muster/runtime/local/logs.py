@@ -92,15 +92,21 @@ class LogFiles(SupportsLogs):
         path = container_log(self.home, pod.namespace, pod.name, container, previous=previous)
         if not path.exists():
             raise PodNotFound(f"container {container!r} of pod {pod} has no previous log")
-        files = self._latest_files(pod, container) if follow and not previous else None
-        if files is None:
+        writing = self._writer(pod, container) if follow and not previous else None
+        if writing is None:
             return follow_lines(path)
-        live = files
+        alive = writing
 
         def still_writing() -> bool:
-            return not (cancel is not None and cancel.is_set()) and writer_alive(live)
+            return not (cancel is not None and cancel.is_set()) and alive()
 
         return follow_lines(path, still_writing)
+
+    def _writer(self, pod: PodRef, container: str) -> Callable[[], bool] | None:
+        """Whether the container may still append to its log (asked while following), or None
+        when nothing will: here, from the local runtime's records of its newest incarnation."""
+        files = self._latest_files(pod, container)
+        return None if files is None else (lambda: writer_alive(files))
 
     def _latest_files(self, pod: PodRef, container: str) -> ContainerFiles | None:
         """The files of ``container`` in the pod's newest recorded incarnation, if any."""

@@ -1,7 +1,13 @@
-"""The container shim: ``python -m muster.runtime.local.shim POD_DIR CONTAINER [--notify-fd N]``.
+"""The container shim: ``python -m muster.runtime.local.shim POD_DIR CONTAINER [--notify-fd N]
+[--owner PID:START]``.
 
 One shim runs per container. The runtime starts it in a new session, so it outlives the
-server (a crash, a SIGKILL, a Ctrl-C of ``muster up``); the shim then:
+server (a crash, a SIGKILL, a Ctrl-C of ``muster up``). With ``--owner`` (the Ray runtime's
+pod actor, identified by pid and start time) it is the other way round: the shim detaches
+(it forks; the child, in a session of its own, is nobody's child, so a Ray worker that kills
+its children on exit does not kill it), records its pid in ``<container>.launch.json``, and
+once the owner is gone SIGKILLs the process group and records the end, since nobody is left
+to watch or stop it. The shim then:
 
 1. reads ``<container>.spec.json`` (argv, env, cwd, log file, memory limit, grace);
 2. starts the command in its own process group (pgid = its pid), stdout and stderr appended
@@ -48,6 +54,7 @@ RELAYED_SIGNALS = (
 )
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 OOM_EXIT_CODE = 137
+_OWNER_CHECK = 0.5  # seconds between looks at the owner (--owner)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,14 +64,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--notify-fd", type=int, default=None, help="pipe to the runtime, written once started"
     )
+    parser.add_argument(
+        "--owner", default=None, help="PID:START: detach, and end the container once that process is gone"
+    )
     args = parser.parse_args(argv)
-    return _Shim(ContainerFiles(args.pod_dir, args.container), args.notify_fd).run()
+    files = ContainerFiles(args.pod_dir, args.container)
+    owner = None
+    if args.owner:
+        pid, _, start = args.owner.partition(":")
+        owner = (int(pid), float(start))
+        _detach(files)
+    return _Shim(files, args.notify_fd, owner).run()
 
 
 class _Shim:
-    def __init__(self, files: ContainerFiles, notify_fd: int | None) -> None:
+    def __init__(
+        self, files: ContainerFiles, notify_fd: int | None, owner: tuple[int, float] | None = None
+    ) -> None:
         self.files = files
         self.notify_fd = notify_fd
+        self.owner = owner
         spec = read_json(files.spec)
         if spec is None:
             raise SystemExit(f"shim: no spec at {files.spec}")
@@ -89,6 +108,9 @@ class _Shim:
 
         if self.stop_signalled_at is not None or self.files.stop.exists():
             self._finish(None, message="stopped before the process started")
+            return 0
+        if self._owner_gone():
+            self._finish(None, message="its owner was gone before the process started")
             return 0
         limiter = open_limiter(self.spec.get("memory"), self._cgroup_name()).prepare()
         if limiter.note:
@@ -161,7 +183,7 @@ class _Shim:
             sel.register(pidfd, selectors.EVENT_READ)
         except (AttributeError, OSError):
             pidfd = None  # no pidfd (old kernel): fall back to waking up regularly
-        next_check = time.monotonic()
+        next_check = next_owner_check = time.monotonic()
         while child.poll() is None:
             now = time.monotonic()
             if self.kill_deadline is not None and now >= self.kill_deadline:
@@ -173,7 +195,13 @@ class _Shim:
                 if not self.oom and limiter.breached(child.pid):
                     self.oom = True
                     _killpg(child.pid, signal.SIGKILL)
+            if self.owner is not None and now >= next_owner_check:
+                next_owner_check = now + _OWNER_CHECK
+                if self._owner_gone():
+                    _killpg(child.pid, signal.SIGKILL)  # nobody is left to stop it gracefully
             waits = [0.1] if pidfd is None else []
+            if self.owner is not None:
+                waits.append(max(0.0, next_owner_check - now))
             if self.kill_deadline is not None:
                 waits.append(self.kill_deadline - now)
             if limiter.interval is not None and not self.oom:
@@ -234,6 +262,12 @@ class _Shim:
 
     # -- helpers ----------------------------------------------------------------------------
 
+    def _owner_gone(self) -> bool:
+        if self.owner is None:
+            return False
+        pid, start = self.owner
+        return _start_time(pid) != start
+
     def _cgroup_name(self) -> str:
         return str(self.spec.get("cgroup_name") or f"{os.getpid()}-{self.files.container}")
 
@@ -241,6 +275,26 @@ class _Shim:
 def _killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _detach(files: ContainerFiles) -> None:
+    """Fork; the parent exits at once, the child leads a session of its own and records its pid
+    and start time in ``launch.json`` (nobody else knows them)."""
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    write_json(files.launch, {"shim_pid": os.getpid(), "shim_create_time": _create_time(os.getpid())})
+
+
+def _start_time(pid: int) -> float | None:
+    """The process's start time as psutil gives it, None when it is gone (or a zombie)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return None if proc.status() == psutil.STATUS_ZOMBIE else proc.create_time()
+    except psutil.Error:
+        return None
 
 
 def _create_time(pid: int) -> float | None:

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -40,11 +41,15 @@ __all__ = [
     "CState",
     "ContainerRecord",
     "PodRecord",
+    "classify",
+    "derived_phase",
     "load_state",
+    "lost",
     "mark_lost",
     "observe",
     "pod_status",
     "process_alive",
+    "summarize",
     "take_change",
     "update_phase",
 ]
@@ -79,6 +84,7 @@ POD_TRANSITIONS: dict[tuple[PodPhase, PodPhase], str] = {
 # When containers disagree, the pod's reason is the first of these that any container has.
 _REASON_ORDER = (
     *sorted(STOP_REASONS),
+    PodReason.GANG_START_FAILED,  # a runtime that starts gangs as one unit could not place it
     PodReason.OOM_KILLED,
     PodReason.NODE_LOST,
     PodReason.ERROR,
@@ -193,27 +199,31 @@ def observe(c: ContainerRecord, pod: PodRecord) -> None:
 
 def pod_status(pod: PodRecord) -> PodStatusChange:
     """The pod's current status as the runtime reports it."""
-    statuses = tuple(c.status() for c in pod.containers)
     started = [c.started_at for c in pod.containers if c.started_at]
-    if pod.phase in (PodPhase.PENDING, PodPhase.RUNNING):
-        return PodStatusChange(
-            pod.ref,
-            pod.phase,
-            containers=statuses,
-            started_at=iso_from_epoch(min(started)) if started else None,
-        )
+    return summarize(pod.ref, pod.phase, [c.status() for c in pod.containers], min(started, default=None))
+
+
+def summarize(
+    ref: PodRef, phase: PodPhase, statuses: Sequence[ContainerStatus], started_at: float | None
+) -> PodStatusChange:
+    """A pod's status from its containers' (any runtime whose containers run under the shim):
+    a final phase takes the first reason of :data:`_REASON_ORDER` any container has."""
+    statuses = tuple(statuses)
+    started = iso_from_epoch(started_at) if started_at else None
+    if phase in (PodPhase.PENDING, PodPhase.RUNNING):
+        return PodStatusChange(ref, phase, containers=statuses, started_at=started)
     reason = next(r for r in _REASON_ORDER if any(s.reason == r for s in statuses))
     culprit = next(s for s in statuses if s.reason == reason)
     finished = [s.finished_at for s in statuses if s.finished_at]
     message = "" if reason is PodReason.COMPLETED else f"container {culprit.name!r}: {culprit.message}"
     return PodStatusChange(
-        pod.ref,
-        pod.phase,
+        ref,
+        phase,
         reason=reason,
         message=message,
         exit_code=culprit.exit_code,
         containers=statuses,
-        started_at=iso_from_epoch(min(started)) if started else None,
+        started_at=started,
         finished_at=max(finished) if finished else None,
     )
 
@@ -237,11 +247,17 @@ def take_change(pod: PodRecord) -> PodStatusChange | None:
 
 
 def _derived_phase(pod: PodRecord) -> PodPhase:
-    states = [c.state for c in pod.containers]
-    if all(s is CState.TERMINATED for s in states):
-        ok = all(c.final is not None and c.final.reason is PodReason.COMPLETED for c in pod.containers)
+    return derived_phase([c.status() for c in pod.containers])
+
+
+def derived_phase(statuses: Sequence[ContainerStatus]) -> PodPhase:
+    """The phase the containers imply: final once all ended (Succeeded when every one
+    completed), Running once none waits, else Pending."""
+    states = [s.state for s in statuses]
+    if all(s == CState.TERMINATED for s in states):
+        ok = all(s.reason is PodReason.COMPLETED for s in statuses)
         return PodPhase.SUCCEEDED if ok else PodPhase.FAILED
-    if all(s is not CState.WAITING for s in states):
+    if all(s != CState.WAITING for s in states):
         return PodPhase.RUNNING
     return PodPhase.PENDING
 
@@ -270,18 +286,31 @@ def _read_status(c: ContainerRecord, pod: PodRecord) -> bool:
 
 
 def _classify(c: ContainerRecord, pod: PodRecord, status: dict[str, Any]) -> ContainerStatus:
+    return classify(c.name, status, pod.stop, started_at=c.started_at, pid=c.pid, limit=c.limit)
+
+
+def classify(
+    name: str,
+    status: dict[str, Any],
+    stop: dict[str, Any] | None,
+    *,
+    started_at: float | None,
+    pid: int | None = None,
+    limit: int | None = None,
+) -> ContainerStatus:
+    """A container's final status from the shim's ``status.json`` and the pod's stop request
+    (``stop.json``: reason, grace), with its classified reason and a message."""
     code, sig = status["exit_code"], status["signal"]
+    stop_reason = PodReason(stop["reason"]) if stop else PodReason.STOPPED
     if status["oom_killed"]:
-        limit = f" of {c.limit} bytes" if c.limit else ""
-        reason, message = PodReason.OOM_KILLED, f"memory limit{limit} exceeded; killed (exit code {code})"
-    elif status["stop_signalled_at"] is not None or (not status["started"] and pod.stop):
-        reason = pod.stop_reason
+        of = f" of {limit} bytes" if limit else ""
+        reason, message = PodReason.OOM_KILLED, f"memory limit{of} exceeded; killed (exit code {code})"
+    elif status["stop_signalled_at"] is not None or (not status["started"] and stop):
+        reason = stop_reason
         if not status["started"]:
             message = "stopped before the process started"
         elif status["killed_after_grace"]:
-            message = (
-                f"still running {pod.stop.get('grace_seconds') if pod.stop else '?'}s after SIGTERM; killed"
-            )
+            message = f"still running {stop.get('grace_seconds') if stop else '?'}s after SIGTERM; killed"
         else:
             message = f"exited with code {code} after SIGTERM"
     elif code == 0:
@@ -295,31 +324,37 @@ def _classify(c: ContainerRecord, pod: PodRecord, status: dict[str, Any]) -> Con
         else:
             message = f"exited with code {code}"
     return ContainerStatus(
-        name=c.name,
+        name=name,
         state="terminated",
         exit_code=code,
         signal=sig,
         reason=reason,
         message=message,
-        started_at=iso_from_epoch(c.started_at) if c.started_at else None,
+        started_at=iso_from_epoch(started_at) if started_at else None,
         finished_at=iso_from_epoch(status["finished_at"]),
-        pid=c.pid,
+        pid=pid,
     )
 
 
 def mark_lost(c: ContainerRecord, pod: PodRecord, message: str) -> None:
     """End ``c`` without a status from its shim: NodeLost, or the stop reason if one was asked."""
-    reason = pod.stop_reason if pod.stop else PodReason.NODE_LOST
-    c.final = ContainerStatus(
-        name=c.name,
-        state="terminated",
-        reason=reason,
-        message=message,
-        started_at=iso_from_epoch(c.started_at) if c.started_at else None,
-        finished_at=iso_from_epoch(time.time()),
-        pid=c.pid,
-    )
+    c.final = lost(c.name, pod.stop, message, started_at=c.started_at, pid=c.pid)
     c.state = CState.TERMINATED
+
+
+def lost(
+    name: str, stop: dict[str, Any] | None, message: str, *, started_at: float | None, pid: int | None = None
+) -> ContainerStatus:
+    """A container that ended without a status: NodeLost, or the stop's reason when one was asked."""
+    return ContainerStatus(
+        name=name,
+        state="terminated",
+        reason=PodReason(stop["reason"]) if stop else PodReason.NODE_LOST,
+        message=message,
+        started_at=iso_from_epoch(started_at) if started_at else None,
+        finished_at=iso_from_epoch(time.time()),
+        pid=pid,
+    )
 
 
 def _shim_alive(c: ContainerRecord) -> bool:

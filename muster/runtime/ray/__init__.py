@@ -1,0 +1,1 @@
+"""The Ray runtime: Muster's pods as Ray actors, gangs as placement groups (docs/ray.md)."""
