@@ -241,6 +241,8 @@ def test_a_two_replica_job_runs_as_bound_pods_and_succeeds(cluster: Cluster, k8s
     service = cluster.plane.core_api().read_namespaced_service(workload, cluster.ns)
     assert service.spec.cluster_ip == "None"
     assert service.spec.selector["muster.dev/workload"] == workload
+    # One gang, bound as one: the Service is owned by both Pods.
+    assert sorted(o.name for o in service.metadata.owner_references) == ["train-worker-0", "train-worker-1"]
 
     for pod in pods:
         cluster.plane.set_pod_status(cluster.ns, pod["metadata"]["name"], "Running")
