@@ -28,7 +28,7 @@ __all__ = ["AdmittedInfo", "Bucket", "Cycle", "VictimIndex"]
 class AdmittedInfo:
     """An admitted workload as the cycle sees it: its queue node, usage and bound pods."""
 
-    __slots__ = ("cq", "frs", "index", "key", "pods", "removed", "usage", "wl")
+    __slots__ = ("_pods", "_table", "cq", "frs", "index", "key", "removed", "usage", "wl")
 
     def __init__(self, wl: AdmittedWorkload, index: int, cq: QuotaNode, table: NodeTable | None) -> None:
         self.wl = wl
@@ -38,20 +38,33 @@ class AdmittedInfo:
         self.frs = frozenset(self.usage)
         self.key = candidate_key(wl)
         self.removed = False
-        # (node, cols, vals, devices, milli, tag) per bound pod
-        self.pods: list[tuple[int, np.ndarray, np.ndarray, tuple[int, ...], int, int]] = []
+        self._table = table
+        self._pods: list[tuple[int, np.ndarray, np.ndarray, tuple[int, ...], int, int]] | None = None
         if table is None:
             return
+        index_of = table.index
         for ps in wl.pod_sets:
-            cols, vals, _ = table.request_columns(ps.requests)
             for pod in ps.pods:
-                node = table.index.get(pod.node)
-                if node is None:
+                if pod.node not in index_of:
                     raise SnapshotError(
                         f"admitted workload {wl.namespace}/{wl.name}: unknown node {pod.node}"
                     )
-                milli = ps.gpu_milli if pod.gpu_milli is None else pod.gpu_milli
-                self.pods.append((node, cols, vals, pod.gpus, milli, gpu_tag(len(pod.gpus), milli)))
+
+    @property
+    def pods(self) -> list[tuple[int, np.ndarray, np.ndarray, tuple[int, ...], int, int]]:
+        """(node, cols, vals, devices, milli, tag) per bound pod. Built on first use: only
+        cycles that look for victims or evict need it, and most cycles do neither."""
+        if self._pods is None:
+            self._pods = []
+            table = self._table
+            if table is not None:
+                for ps in self.wl.pod_sets:
+                    cols, vals, _ = table.request_columns(ps.requests)
+                    for pod in ps.pods:
+                        milli = ps.gpu_milli if pod.gpu_milli is None else pod.gpu_milli
+                        tag = gpu_tag(len(pod.gpus), milli)
+                        self._pods.append((table.index[pod.node], cols, vals, pod.gpus, milli, tag))
+        return self._pods
 
     def uses(self, frs: frozenset[FR] | set[FR]) -> bool:
         return not self.frs.isdisjoint(frs)
@@ -164,6 +177,10 @@ class Cycle:
         self.infos: list[AdmittedInfo] = []
         self.by_cq: dict[str, list[AdmittedInfo]] = {name: [] for name in self.tree.queues}
         self.evicted_by_cq: dict[str, list[AdmittedInfo]] = {name: [] for name in self.tree.queues}
+        # Usage is summed per queue and charged to the tree once per queue: adding to an
+        # empty tree telescopes (what passes a node's local quota upwards depends only on
+        # the total), so this equals charging each workload, at a fraction of the walks.
+        queue_usage: dict[str, dict[FR, int]] = {}
         for w in snapshot.admitted:
             node = self.tree.queues.get(w.queue)
             if node is None:
@@ -171,10 +188,14 @@ class Cycle:
                     f"admitted workload {w.namespace}/{w.name}: unknown cluster queue {w.queue}"
                 )
             info = AdmittedInfo(w, len(self.infos), node, self.table)
-            self.tree.add_usages(node, info.usage)
+            total = queue_usage.setdefault(w.queue, {})
+            for fr, v in info.usage.items():
+                total[fr] = total.get(fr, 0) + v
             self.infos.append(info)
             target = self.evicted_by_cq if w.evicted else self.by_cq
             target[w.queue].append(info)
+        for name, usage in queue_usage.items():
+            self.tree.add_usages(self.tree.queues[name], usage)
         for lst in (*self.by_cq.values(), *self.evicted_by_cq.values()):
             lst.sort(key=lambda i: i.key)
         self._victims: VictimIndex | None = None

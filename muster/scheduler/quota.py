@@ -22,7 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from muster.scheduler.snapshot import ClusterQueue, Cohort, ResourceGroup, Snapshot, SnapshotError
+from muster.scheduler.snapshot import (
+    GPU,
+    AdmittedPodSet,
+    ClusterQueue,
+    Cohort,
+    ResourceGroup,
+    Snapshot,
+    SnapshotError,
+)
 
 __all__ = ["FR", "QuotaNode", "QuotaTree"]
 
@@ -282,15 +290,26 @@ def workload_usage(pod_sets: Iterable) -> dict[FR, int]:
     """Quota charged by admitted pod sets: per-pod quota requests × count, by flavor."""
     out: dict[FR, int] = {}
     for ps in pod_sets:
-        for res, v in ps.quota_requests().items():
-            if not v:
-                continue
-            flavor = ps.flavors.get(res)
-            if flavor is None:
-                raise SnapshotError(f"admitted pod set {ps.name} has no flavor for {res}")
-            fr = (flavor, res)
-            out[fr] = out.get(fr, 0) + v * ps.count
+        # ps.quota_requests() without its copy: this runs for every admitted workload of
+        # every cycle.
+        gpu = ps.gpus * ps.gpu_milli if ps.gpus else None
+        for res, v in ps.requests.items():
+            if gpu is not None and res == GPU:
+                v = gpu
+            _charge_usage(out, ps, res, v)
+        if gpu is not None and GPU not in ps.requests:
+            _charge_usage(out, ps, GPU, gpu)
     return out
+
+
+def _charge_usage(out: dict[FR, int], ps: AdmittedPodSet, res: str, v: int) -> None:
+    if not v:
+        return
+    flavor = ps.flavors.get(res)
+    if flavor is None:
+        raise SnapshotError(f"admitted pod set {ps.name} has no flavor for {res}")
+    fr = (flavor, res)
+    out[fr] = out.get(fr, 0) + v * ps.count
 
 
 def _link(child: QuotaNode, parent: QuotaNode) -> None:
