@@ -4,8 +4,11 @@ It starts the API server with the manager (controllers, scheduler loop, local ru
 four fake GPUs) in a temporary MUSTER_HOME, then runs real ``muster`` commands on the
 manifests in ``examples/quickstart/`` and prints each command with its output: the node and
 its GPUs, the queues, a two-worker TrainingJob admitted, running and succeeded, the
-environment each replica saw, a rejected manifest, a delete. It needs no GPU and no torch,
-and nothing outside the temporary directory is touched; its processes end with it.
+environment each replica saw, a rejected manifest, a delete. Then a preemption, followed
+live (:mod:`muster.cli.demo_preempt`): a low-priority two-replica job borrowing another
+team's GPU checkpoints on SIGTERM, waits for the urgent job, resumes and finishes. It needs
+no GPU and no torch, and nothing outside the temporary directory is touched; its processes
+end with it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import typer
 
 from muster.cli.app import app, console
+from muster.cli.demo_preempt import preemption_act
 
 __all__ = ["demo"]
 
@@ -101,7 +105,7 @@ def _tour(url: str, client: object, home: Path) -> None:
     _run("delete", "-f", f"{rel}/train.yaml")
     wait_for(lambda: not client.list("Pod")["items"], timeout=30, what="the pods to go")
     _run("get", "pods")
-    _say("Next: `muster up` runs this for real (add --fake-gpus 4 without GPUs); see README.md.")
+    preemption_act(client, home)
 
 
 def _follow(stream: object, states: list[str]) -> None:

@@ -20,4 +20,12 @@ def test_demo_runs_the_tour(muster_home: Path):
     assert "job.yaml[1] spec.replicaSpecs.Worker.replicas: must be >= 1, got 0" in out
     assert "(exit status 2)" in out
     assert "trainingjob/mnist deleted" in out
+    # Act 2: the low-priority job is preempted by the urgent one, checkpoints, resumes there.
+    assert "job/ddp: Preempted by default/urgent (InCohortReclamation)" in out
+    saved = int(out.split("job/ddp master: SIGTERM: saved a checkpoint at step ")[1].split(";")[0])
+    assert f"job/ddp master: resumed from step {saved}" in out
+    assert "job/urgent: Succeeded" in out and "job/ddp: Succeeded" in out
+    summary = out.split("summary")[-1]
+    ddp_row = next(line for line in summary.splitlines() if "ddp" in line).split("│")
+    assert [c.strip() for c in ddp_row[-3:-1]] == ["1", "0"]  # one preemption, no restart
     assert list(muster_home.iterdir()) == []  # the demo's home was a temporary directory
