@@ -2,7 +2,7 @@
 # when it is missing and installs what it needs (a stamp file per extras set keeps reruns fast).
 # `make demo` runs the real control plane on the embedded default (SQLite, local processes,
 # four fake GPUs; no GPU or torch needed): a two-worker job admitted, run, succeeded, and the
-# environment each replica saw.
+# environment each replica saw; then a preemption with checkpoint and resume, followed live.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
