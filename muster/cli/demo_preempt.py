@@ -64,7 +64,8 @@ def preemption_act(client: Any, home: Path) -> None:
     if not torch:
         console.print(
             "# torch is not installed here, so the replicas run examples/quickstart/trainer.py, "
-            "a stand-in with the same checkpoint protocol (pip install -e '.[torch]' for real DDP)."
+            "a stand-in with the same checkpoint protocol (pip install -e '.[torch]' for real DDP).",
+            markup=False,
         )
     client.apply(_docs("queues.yaml"))
     low = _docs("trainingjob.yaml")[0]
@@ -96,7 +97,7 @@ def preemption_act(client: Any, home: Path) -> None:
                 tracks["urgent"] = _Track("urgent", now)
                 client.apply([urgent])
             for line in _news(tracks, log):
-                live.console.print(line)
+                live.console.print(line, markup=False)
             live.update(_table(tracks))
             if all(t.state in ("Succeeded", "Failed") for t in tracks.values()) and len(tracks) == 2:
                 break
