@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed import distributed_c10d
 from torch.nn.parallel import DistributedDataParallel
 
 PREEMPTED_EXIT = 143  # 128 + SIGTERM: retryable for the controller, like a SIGTERM death
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _train(args, rank, world, device)
     finally:
-        dist.destroy_process_group()
+        _leave(rank, world)
 
 
 def _train(args: argparse.Namespace, rank: int, world: int, device: torch.device) -> int:
@@ -110,6 +111,23 @@ def _train(args: argparse.Namespace, rank: int, world: int, device: torch.device
         final = {"step": args.steps, "loss": float(loss.item()), "checksum": checksum, "inSync": in_sync}
         print("MUSTER_DDP_DONE " + json.dumps(final, sort_keys=True), flush=True)
     return 0 if in_sync else 1
+
+
+def _leave(rank: int, world: int) -> None:
+    """Tear the process group down with rank 0 leaving last. Rank 0 hosts the store the
+    others are connected to (outside torchrun); a rank whose store vanishes in the middle of
+    its own teardown can abort ("terminate called without an active exception", exit -6)
+    after it has finished its work, so the others say goodbye through the store first."""
+    store = distributed_c10d._get_default_store()
+    dist.destroy_process_group()
+    prefix = f"muster-ddp-left/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    try:
+        if rank != 0:
+            store.set(f"{prefix}/{rank}", "1")
+        elif world > 1:
+            store.wait([f"{prefix}/{r}" for r in range(1, world)], datetime.timedelta(seconds=10))
+    except RuntimeError:  # a rank that died cannot say goodbye (DistError is a RuntimeError)
+        pass
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
