@@ -24,6 +24,7 @@ from rich.live import Live
 from rich.table import Table
 
 from muster.cli.app import console
+from muster.controllers.lifecycle import JobPhase, job_phase
 
 __all__ = ["preemption_act"]
 
@@ -141,8 +142,8 @@ def _devices(pod: dict[str, Any]) -> str:
 
 
 def _state(job: dict[str, Any]) -> str:
-    true = [c for c in (job.get("status") or {}).get("conditions") or [] if c["status"] == "True"]
-    return max(true, key=lambda c: c.get("lastTransitionTime") or "")["type"] if true else "Created"
+    phase = job_phase(job)
+    return phase.value if phase is not None else JobPhase.CREATED.value
 
 
 def _step_of(step: str) -> int:
