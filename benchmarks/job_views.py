@@ -5,8 +5,8 @@ client, as the CLI does:
 
 * logs: reading a log of L lines whole (MB/s and lines/s through the API), the last 100
   lines of it, and the delay from a line appended to a followed log to the client seeing it;
-* why: gathering the context of a pending job (every Workload, queue and event listed) and
-  building the explanation, with W Workloads in the cluster;
+* why: the server gathering the context of a pending job (every Workload, queue and event
+  listed) and building the explanation, with W Workloads in the cluster, as `muster why` asks;
 * top: `top nodes|gpus|queues` computations over N nodes, their pods and W Workloads
   (the pure functions only, and end to end including the lists).
 
@@ -23,9 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from muster.cli.why import gather
-from muster.controllers.explain import explain
-from muster.controllers.usage import gpu_usage, node_usage, queue_usage
+from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
 from muster.runtime.base import Container, DeviceBinding, PodLaunch, PodRef
 from muster.runtime.local.logs import container_log
 from muster.runtime.local.runtime import LocalRuntime
@@ -129,11 +127,11 @@ def _why(client: Client) -> None:
     times = []
     for _ in range(3):
         t = time.perf_counter()
-        job = client.get("TrainingJob", "ddp")
-        ex = explain(job, gather(client, job))
+        ex = client.view("why/TrainingJob/default/ddp")  # what `muster why job/ddp` asks
         times.append(time.perf_counter() - t)
-    assert ex.queue is not None and ex.queue.position is not None
-    print(f"why job/ddp: {1000 * min(times):.0f} ms (position {ex.queue.position} of {ex.queue.pending})")
+    assert ex["queue"] is not None and ex["queue"]["position"] is not None
+    queue = ex["queue"]
+    print(f"why job/ddp: {1000 * min(times):.0f} ms (position {queue['position']} of {queue['pending']})")
 
 
 def _top(client: Client) -> None:

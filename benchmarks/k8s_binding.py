@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from muster.controllers.launch import device_binding, pod_launch
+from muster.controllers.pods.launch import device_binding, pod_launch
 from muster.runtime.base import GangLaunch, GangMember
 from muster.runtime.kubernetes.config import KubernetesConfig
 from muster.runtime.kubernetes.runtime import KubernetesRuntime

@@ -23,10 +23,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from muster.controllers.doctor import Inputs, Thresholds, diagnose
-from muster.controllers.explain import WhyContext, explain
-from muster.controllers.gpumonitor import GpuReading
-from muster.controllers.metrics import ClusterState, ControlPlaneMetrics
+from muster.controllers.insight.doctor import diagnose
+from muster.controllers.insight.explain import WhyContext, explain
+from muster.controllers.insight.findings import Inputs, Thresholds
+from muster.controllers.insight.metrics import ClusterState, ControlPlaneMetrics
+from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.testing.cluster import admitted, cluster_queue, condition, gpu_node, pod, workload
 from muster.testing.factories import flavor, local_queue
 

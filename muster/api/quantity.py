@@ -21,6 +21,8 @@ __all__ = [
     "Format",
     "Quantity",
     "QuantityError",
+    "amount_of",
+    "fmt_amount",
     "parse_quantity",
     "to_int",
     "to_milli",
@@ -218,3 +220,41 @@ def _format_decimal(v: Fraction, exponent: bool) -> str:
     if exponent:
         return str(nanos) if exp == 0 else f"{nanos}e{exp}"
     return f"{nanos}{_DECIMAL_BY_EXP[exp]}"
+
+
+# -- amounts for people ----------------------------------------------------------------------
+
+_BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def amount_of(text: object) -> Fraction:
+    """A quantity's exact value where a malformed or missing one counts as nothing (views over
+    stored objects, which validation already checked, must not fail on one odd field)."""
+    if text is None or text == "":
+        return Fraction(0)
+    try:
+        return Quantity.parse(text).value  # type: ignore[arg-type]
+    except QuantityError:
+        return Fraction(0)
+
+
+def fmt_amount(resource: str, amount: Fraction | int) -> str:
+    """An amount for people: bytes in binary units (``12.5Gi``), everything else as a short
+    decimal (``0.5`` GPUs, ``1.25`` CPUs)."""
+    value = Fraction(amount)
+    if _is_bytes(resource):
+        for unit, size in _BINARY_UNITS:
+            if abs(value) >= size:
+                return f"{_short(value / size)}{unit}"
+        return _short(value)
+    return _short(value)
+
+
+def _is_bytes(resource: str) -> bool:
+    return resource in ("memory", "ephemeral-storage") or resource.endswith("memory")
+
+
+def _short(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.2f}".rstrip("0").rstrip(".")

@@ -37,6 +37,7 @@ __all__ = [
     "WorkflowSpec",
     "WorkflowStatus",
     "WorkflowTask",
+    "order",
     "parse_duration",
 ]
 
@@ -311,3 +312,21 @@ class Workflow(Object):
     kind: Literal["Workflow"] = Field(default="Workflow", description="Always Workflow.")
     spec: WorkflowSpec = Field(description="Tasks, parameters and policies.")
     status: WorkflowStatus | None = Field(default=None, description="Phase and per-task nodes.")
+
+
+def order(tasks: list[dict[str, Any]]) -> list[str]:
+    """Task names so that each comes after its dependencies (spec order among equals)."""
+    deps = {t["name"]: list(t.get("dependencies") or []) for t in tasks}
+    done: list[str] = []
+    placed: set[str] = set()
+    while len(done) < len(deps):
+        progressed = False
+        for name, needs in deps.items():
+            if name not in placed and all(d in placed for d in needs):
+                done.append(name)
+                placed.add(name)
+                progressed = True
+        if not progressed:  # a cycle: validation rejects these; never loop forever
+            done.extend(n for n in deps if n not in placed)
+            break
+    return done

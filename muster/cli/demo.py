@@ -64,7 +64,7 @@ def demo() -> None:
 
 def _tour(url: str, client: object, home: Path) -> None:
     from muster.sdk.client import Client
-    from muster.testing import wait_for
+    from muster.util import wait_for
 
     assert isinstance(client, Client)
     rel = os.path.relpath(EXAMPLES, Path.cwd()) if Path.cwd() in EXAMPLES.parents else str(EXAMPLES)

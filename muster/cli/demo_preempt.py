@@ -23,13 +23,13 @@ import yaml
 from rich.live import Live
 from rich.table import Table
 
+from muster.api.labels import JOB_NAME_LABEL
+from muster.api.lifecycle import JobPhase, job_phase
 from muster.cli.app import console
-from muster.controllers.lifecycle import JobPhase, job_phase
 
 __all__ = ["preemption_act"]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-JOB_LABEL = "muster.dev/job-name"
 _TIMEOUT = 150.0
 _STEPS, _EVERY, _STEP_TIME = 60, 10, 0.1
 _PREEMPT_AT = 15  # the urgent job arrives once the low job has trained this many steps
@@ -121,7 +121,7 @@ def _observe(client: Any, track: _Track, now: float, dt: float, log: Path | None
     if preemptions:
         last = preemptions[-1]
         track.preempted_by = f" by {last.get('preemptor', '?')} ({last.get('reason', '?')})"
-    pods = client.list("Pod", "default", selector=f"{JOB_LABEL}={track.name}").get("items", [])
+    pods = client.list("Pod", "default", selector=f"{JOB_NAME_LABEL}={track.name}").get("items", [])
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     track.gpus = [
         f"{p['metadata']['name']}→GPU {','.join(map(str, p['spec'].get('gpus') or []))}" for p in running

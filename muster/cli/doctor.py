@@ -1,12 +1,13 @@
 """``muster doctor``: what looks wrong in the cluster, most severe first, with evidence and a fix.
 
 The server computes the findings (``GET /api/v1/doctor``): only it holds the GPU readings
-the idle check needs. The checks are :mod:`muster.controllers.doctor_checks`.
+the idle check needs. The checks are :mod:`muster.controllers.insight.checks`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -15,9 +16,8 @@ from rich.text import Text
 
 from muster.cli.app import app, console
 from muster.cli.common import ServerOpt, TokenOpt, connect, handle_errors
-from muster.controllers.doctor import markdown
 
-__all__ = ["doctor"]
+__all__ = ["doctor", "markdown"]
 
 _STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -93,3 +93,27 @@ def render(answer: dict[str, Any]) -> None:
             console.print(f"  - {e}", markup=False, highlight=False)
         if f["fix"]:
             console.print(f"  fix: {f['fix']}", markup=False, highlight=False)
+
+
+def markdown(answer: Mapping[str, Any]) -> str:
+    """A report (as :func:`report` gives it) as Markdown, for a ticket or a chat."""
+    counts = answer["counts"]
+    lines = [
+        "# muster doctor",
+        "",
+        f"Checked at {answer['checkedAt']}: {counts['critical']} critical, {counts['warning']} "
+        f"warning(s), {counts['info']} note(s).",
+    ]
+    if not answer["gpuSamples"]:
+        lines += ["", "_No GPU readings: allocated-but-idle GPUs were not checked._"]
+    if not answer["findings"]:
+        lines += ["", "Nothing found: the cluster looks healthy."]
+    for f in answer["findings"]:
+        lines += ["", f"## {f['severity'].upper()} {f['code']}: {f['title']}", ""]
+        if f["objects"]:
+            lines.append("Objects: " + ", ".join(f"`{o}`" for o in f["objects"]))
+            lines.append("")
+        lines += [f"- {e}" for e in f["evidence"]]
+        if f["fix"]:
+            lines += ["", f"**Fix:** {f['fix']}"]
+    return "\n".join(lines) + "\n"

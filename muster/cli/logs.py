@@ -20,6 +20,16 @@ from typing import Annotated, Any
 
 import typer
 
+from muster.api.conditions import latest_condition
+from muster.api.labels import (
+    JOB_NAME_LABEL,
+    WORKFLOW_ATTEMPT_LABEL,
+    WORKFLOW_LABEL,
+    WORKFLOW_NODE_ANNOTATION,
+    WORKFLOW_TASK_LABEL,
+    pod_name,
+    replica_name,
+)
 from muster.cli.app import app, err_console
 from muster.cli.common import (
     NamespaceOpt,
@@ -30,10 +40,6 @@ from muster.cli.common import (
     handle_errors,
     resolve_target,
 )
-from muster.controllers.explain import latest_condition, replica_name
-from muster.controllers.pods import JOB_NAME_LABEL
-from muster.controllers.trainingjob_pods import pod_name
-from muster.controllers.workflow_launch import ATTEMPT_LABEL, NODE_ANNOTATION, TASK_LABEL, WORKFLOW_LABEL
 from muster.sdk.client import Client, LogStream
 from muster.sdk.errors import ApiError, ApiNotFound
 
@@ -104,11 +110,11 @@ def workflow_task_target(client: Client, workflow: str, task: str, namespace: st
         fail(f"workflow/{workflow} has no task {task!r} (tasks: {known})")
     if node.get("children"):
         fail(f"task {task} fans out; name one run: {', '.join(node['children'])}")
-    selector = f"{WORKFLOW_LABEL}={workflow},{TASK_LABEL}={task.split('(', 1)[0]}"
+    selector = f"{WORKFLOW_LABEL}={workflow},{WORKFLOW_TASK_LABEL}={task.split('(', 1)[0]}"
     pods = [
         p
         for p in client.list("Pod", namespace, selector)["items"]
-        if (p["metadata"].get("annotations") or {}).get(NODE_ANNOTATION, task) == task
+        if (p["metadata"].get("annotations") or {}).get(WORKFLOW_NODE_ANNOTATION, task) == task
     ]
     if not pods:
         phase = node.get("phase", "Pending")
@@ -118,8 +124,10 @@ def workflow_task_target(client: Client, workflow: str, task: str, namespace: st
             else f"it is {phase}: {node.get('message', '')}"
         )
         fail(f"task {task} of workflow/{workflow} has no pod: {why}")
-    latest = max(int((p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) or 0) for p in pods)
-    pods = [p for p in pods if int((p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) or 0) == latest]
+    latest = max(int((p["metadata"].get("labels") or {}).get(WORKFLOW_ATTEMPT_LABEL) or 0) for p in pods)
+    pods = [
+        p for p in pods if int((p["metadata"].get("labels") or {}).get(WORKFLOW_ATTEMPT_LABEL) or 0) == latest
+    ]
     job = (pods[0]["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
     return ("TrainingJob", job) if job else ("Pod", pods[0]["metadata"]["name"])
 

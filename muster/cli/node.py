@@ -18,11 +18,11 @@ from typing import Annotated, Any
 
 import typer
 
+from muster.api.labels import DRAIN_ANNOTATION, DRAIN_GRACE_ANNOTATION
+from muster.api.lifecycle import is_final
 from muster.api.quantity import Quantity, QuantityError
 from muster.cli.app import app, console
 from muster.cli.common import BadInput, ServerOpt, TokenOpt, connect, fail, handle_errors
-from muster.controllers.health import DRAIN_ANNOTATION, DRAIN_GRACE_ANNOTATION
-from muster.controllers.pods import is_final
 from muster.sdk.client import Client
 from muster.sdk.errors import ObjectConflict
 

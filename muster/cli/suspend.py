@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
+from muster.api.conditions import latest_condition
 from muster.cli.app import app, console
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, fail, handle_errors, resolve_target
-from muster.controllers.explain import latest_condition
 from muster.sdk.client import Client
 from muster.sdk.errors import ObjectConflict
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from muster.api.lifecycle import EventSpec
 from muster.controllers.cache import Cache, Key, key_of
-from muster.controllers.lifecycle import EventSpec
-from muster.controllers.metrics import ControlPlaneMetrics
+from muster.controllers.insight.metrics import ControlPlaneMetrics
 from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store, StoreError
 from muster.store.events import record_event
 

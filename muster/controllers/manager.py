@@ -37,21 +37,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from muster.api.labels import JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
+from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.context import Context, EventRecorder
-from muster.controllers.executor import PodExecutor
-from muster.controllers.gc import collect_garbage
-from muster.controllers.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
-from muster.controllers.health import HealthController
-from muster.controllers.metrics import ClusterState
-from muster.controllers.nodes import NodeController
-from muster.controllers.pods import JOB_NAME_LABEL, WORKLOAD_LABEL, is_final
-from muster.controllers.scheduling import SchedulerLoop
-from muster.controllers.trainingjob import TrainingJobController
-from muster.controllers.workflow import WorkflowController
-from muster.controllers.workflow_launch import WORKFLOW_LABEL
-from muster.controllers.workloads import WorkloadController
+from muster.controllers.insight.metrics import ClusterState
+from muster.controllers.nodes.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
+from muster.controllers.nodes.health import HealthController
+from muster.controllers.nodes.registration import NodeController
+from muster.controllers.pods.executor import PodExecutor
+from muster.controllers.pods.gc import collect_garbage
+from muster.controllers.scheduling.loop import SchedulerLoop
+from muster.controllers.scheduling.workloads import WorkloadController
+from muster.controllers.trainingjob.controller import TrainingJobController
+from muster.controllers.workflow.controller import WorkflowController
 from muster.runtime.base import (
     GpuDevice,
     GpuFault,

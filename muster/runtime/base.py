@@ -20,9 +20,11 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
+
+# The wire form of times (RFC 3339 UTC with a Z suffix), shared with the object model.
+from muster.api.conditions import iso as iso_from_epoch
 
 __all__ = [
     "GPU_COUNT_LABEL",
@@ -73,11 +75,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-
-
-def iso_from_epoch(ts: float) -> str:
-    """An epoch timestamp as RFC 3339 UTC with a Z suffix (the wire form of times)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -177,6 +177,12 @@ class Client:
         ``clear``) or report readings; the GPU as the node now reports it."""
         return self._request("POST", f"{_PREFIX}/nodes/{node}/fault-injection", json=fault)
 
+    def retry_workflow(self, name: str, namespace: str | None = None) -> list[str]:
+        """Retry a failed workflow (``muster retry``); the tasks that run again. A workflow that
+        did not fail is refused (:class:`ObjectConflict`)."""
+        path = f"{_PREFIX}/namespaces/{namespace or 'default'}/workflows/{name}/retry"
+        return self._request("POST", path)["tasks"]
+
     def health(self) -> bool:
         """True when a server answers ``/healthz`` (no token needed)."""
         try:

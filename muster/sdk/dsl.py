@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from muster.api.base import API_VERSION
+from muster.sdk.names import RESULT_ANNOTATION, RETURN
 
 __all__ = [
     "RETURN",
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-RETURN = "return"  # the output parameter / artifact that holds a task's return value
 RETURN_FILE = "return.json"
 
 
@@ -219,9 +219,6 @@ class WorkflowDef:
         from muster.sdk.submit import submit
 
         return submit(self, **kwargs)
-
-
-RESULT_ANNOTATION = "muster.dev/sdk-result"  # the task whose value the workflow function returned
 
 
 def workflow(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from muster.controllers.workflow_dag import order
+from muster.api.workflow import order
 
 __all__ = ["HEADERS", "WIDE_HEADERS", "TaskRow", "duration", "task_rows"]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from muster.config import settings
 from muster.sdk.client import Client, discover
-from muster.sdk.dsl import RESULT_ANNOTATION, RETURN
+from muster.sdk.names import RESULT_ANNOTATION, RETURN
 from muster.sdk.status import HEADERS, task_rows
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import uvicorn
 
 from muster.server.app import Hook, create_app
 from muster.store import Store
-from muster.testing import free_port, wait_for
+from muster.util import free_port, wait_for
 
 __all__ = ["embedded_control_plane", "serve_in_thread"]
 

@@ -4,8 +4,8 @@ manager (controllers, scheduler loop, runtime) when a :class:`ManagerConfig` is 
 
 from __future__ import annotations
 
-from muster.controllers.defaults import create_defaults
 from muster.controllers.manager import Manager, ManagerConfig
+from muster.controllers.scheduling.defaults import create_defaults
 from muster.runtime.base import SupportsLogs
 from muster.server.app import Hook, ServerContext
 from muster.server.logs import use_log_source

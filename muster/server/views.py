@@ -44,7 +44,7 @@ def manager_of(app: FastAPI, required: str | None = None) -> Manager | None:
 
 
 class StoreSource:
-    """:class:`muster.controllers.explain.gather.Source` over a store; pod logs through
+    """:class:`muster.controllers.insight.explain.gather.Source` over a store; pod logs through
     ``app``'s log source when given (none otherwise)."""
 
     def __init__(self, store: Store, app: FastAPI | None = None) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from muster.api import registry
-from muster.controllers.defaults import create_defaults
 from muster.controllers.manager import Manager, ManagerConfig
+from muster.controllers.scheduling.defaults import create_defaults
 from muster.store import Store
 from muster.store.base import NotFound
 from muster.store.events import events_for

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from muster.controllers.apply import DecisionWriter, admission_dict
+from muster.api.conditions import condition
 from muster.controllers.cache import Cache
-from muster.controllers.conditions import condition
 from muster.controllers.context import Context
-from muster.controllers.snapshot import Built
+from muster.controllers.scheduling.apply import DecisionWriter, admission_dict
+from muster.controllers.scheduling.snapshot import Built
 from muster.scheduler import (
     Admission,
     AdmittedWorkload,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from muster.controllers.artifacts import ArtifactStore, digest_of
+from muster.controllers.workflow.artifacts import ArtifactStore, digest_of
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from muster.api import registry
-from muster.controllers.defaults import MANAGED_ANNOTATION, create_defaults, sync_default_cluster_queue
+from muster.controllers.scheduling.defaults import (
+    MANAGED_ANNOTATION,
+    create_defaults,
+    sync_default_cluster_queue,
+)
 from muster.store import Store, open_store
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from muster.api import registry
-from muster.controllers.trainingjob_pods import GangShape, build_pod, training_env, workload_for
+from muster.controllers.trainingjob.pods import GangShape, build_pod, training_env, workload_for
 from tests.controllers.conftest import job
 
 CKPT = Path("/home/u/.muster/checkpoints/default/train")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from muster.controllers.manager import Manager, ManagerConfig
-from muster.controllers.pods import request_stop
+from muster.controllers.pods.stop import request_stop
 from muster.runtime.base import DeviceBinding, PodLaunch
 from muster.store import Store
 from muster.testing.fake_runtime import FakeRuntime

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+from muster.api.labels import replica_name
 from muster.api.registry import validate
-from muster.controllers.explain import WhyContext, explain, failing_pod, replica_name
-from muster.controllers.explain.pending import queue_time
+from muster.controllers.insight.explain import WhyContext, explain, failing_pod
+from muster.controllers.insight.explain.pending import queue_time
 from muster.testing.cluster import (
     admitted,
     cluster_queue,

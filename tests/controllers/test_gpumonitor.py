@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from muster.controllers.gpumonitor import GpuMonitor, GpuReading
+from muster.controllers.nodes.gpumonitor import GpuMonitor, GpuReading
 from muster.testing.fake_runtime import FakeRuntime
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from muster.controllers.health import DRAIN_ANNOTATION, DRAIN_GRACE_ANNOTATION, GPU_UNHEALTHY_TAINT
+from muster.api.labels import DRAIN_ANNOTATION, DRAIN_GRACE_ANNOTATION
+from muster.controllers.nodes.health import GPU_UNHEALTHY_TAINT
 from muster.runtime.base import GpuFault
 from muster.store import Store
 from tests.controllers.conftest import Harness, job

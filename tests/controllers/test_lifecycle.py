@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from muster.controllers.conditions import condition, epoch, iso, set_condition
-from muster.controllers.lifecycle import (
+from muster.api.conditions import condition, epoch, iso, set_condition
+from muster.api.lifecycle import (
     JOB_TRANSITIONS,
     POD_TRANSITIONS,
     WORKLOAD_TRANSITIONS,

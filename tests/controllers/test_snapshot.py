@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from muster.api import registry
-from muster.controllers.defaults import default_objects
-from muster.controllers.snapshot import build_snapshot
+from muster.controllers.scheduling.defaults import default_objects
+from muster.controllers.scheduling.snapshot import build_snapshot
 from muster.scheduler import GPU_MILLI
 
 Obj = dict[str, Any]

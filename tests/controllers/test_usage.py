@@ -6,8 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from muster.api.quantity import fmt_amount
 from muster.api.registry import validate
-from muster.controllers.usage import fmt_amount, gpu_usage, node_usage, queue_usage
+from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
 from muster.testing.cluster import admitted, cluster_queue, gpu_node, pod, workload
 from muster.testing.factories import local_queue
 

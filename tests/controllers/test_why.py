@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from muster.controllers.explain import Explanation, explain
-from muster.controllers.explain.gather import gather
+from muster.controllers.insight.explain import Explanation, explain
+from muster.controllers.insight.explain.gather import gather
 from muster.runtime.base import GpuFault
 from muster.server.views import StoreSource
 from muster.store import Store

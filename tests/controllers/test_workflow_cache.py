@@ -3,7 +3,7 @@ entries that survive the controller."""
 
 from __future__ import annotations
 
-from muster.controllers.workflow_cache import cache_key, canonical_definition
+from muster.controllers.workflow.cache import cache_key, canonical_definition
 from tests.controllers.conftest import Harness
 from tests.controllers.workflows import Flow, outputs, pod, task, workflow
 

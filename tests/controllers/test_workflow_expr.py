@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from muster.controllers.workflow_expr import ExpressionError, evaluate, render
-from muster.controllers.workflow_values import NO_ITEM, ArtifactPaths, Scope, UnresolvedReference
+from muster.controllers.workflow.expr import ExpressionError, evaluate, render
+from muster.controllers.workflow.values import NO_ITEM, ArtifactPaths, Scope, UnresolvedReference
 
 
 @pytest.mark.parametrize(

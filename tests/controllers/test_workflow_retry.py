@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from muster.controllers.workflow import RETRY_ANNOTATION
-from muster.controllers.workflow_retry import next_retry
+from muster.api.labels import RETRY_ANNOTATION
+from muster.controllers.workflow.retry import next_retry
 from tests.controllers.conftest import Harness
 from tests.controllers.workflows import Flow, outputs, task, workflow
 

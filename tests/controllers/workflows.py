@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from muster.controllers.workflow_launch import NODE_ANNOTATION, WORKFLOW_LABEL
+from muster.api.labels import WORKFLOW_LABEL
+from muster.api.labels import WORKFLOW_NODE_ANNOTATION as NODE_ANNOTATION
 from tests.controllers.conftest import Harness
 
 Obj = dict[str, Any]

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from muster.api import registry
-from muster.controllers.defaults import create_defaults
-from muster.controllers.lifecycle import JobPhase, job_phase
+from muster.api.lifecycle import JobPhase, job_phase
 from muster.controllers.manager import Manager, ManagerConfig
+from muster.controllers.scheduling.defaults import create_defaults
 from muster.store import Store, open_store
 from muster.store.base import NotFound
 from muster.testing import wait_for
@@ -331,8 +331,8 @@ def test_a_lost_node_fails_its_pods_and_the_gang_restarts_elsewhere(
 def test_capacity_held_by_foreign_pods_is_respected_and_why_says_so(
     cluster: Cluster, k8s_nodes: NodeRegistry
 ) -> None:
-    from muster.controllers.explain import explain
-    from muster.controllers.explain.gather import gather
+    from muster.controllers.insight.explain import explain
+    from muster.controllers.insight.explain.gather import gather
     from muster.server.views import StoreSource
 
     node = k8s_nodes.add(gpus=4)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from muster.controllers.doctor import markdown
-from muster.controllers.gpumonitor import GpuReading
+from muster.cli.doctor import markdown
+from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.runtime.base import GpuFault, PodReason
 from muster.server import create_app
 from muster.server.views import use_manager

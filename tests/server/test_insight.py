@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from muster.controllers.gpumonitor import GpuReading
 from muster.controllers.manager import Manager, ManagerConfig
+from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.server import create_app
 from muster.server.views import use_manager
 from muster.store import Store

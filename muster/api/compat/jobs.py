@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from muster.api.base import API_VERSION
-from muster.api.compat import Conversion, Converter
+from muster.api.compat.base import Conversion, Converter
 from muster.api.errors import FieldError, InvalidObject, child_path
 
 __all__ = ["CONVERTERS", "convert_batch_job", "convert_pytorchjob"]

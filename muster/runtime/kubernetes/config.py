@@ -35,7 +35,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "muster"
 # The uid of the Muster Pod a Kubernetes Pod materialises (its own uid is the cluster's).
 UID_ANNOTATION = "muster.dev/pod-uid"
-# The Workload a pod belongs to: the controllers' label (muster.controllers.pods.WORKLOAD_LABEL),
+# The Workload a pod belongs to: the controllers' label (muster.controllers.pods.stop.WORKLOAD_LABEL),
 # here the selector of the gang's headless Service.
 GANG_LABEL = "muster.dev/workload"
 SCHEDULER_NAME = "muster"

@@ -1,7 +1,7 @@
 """The dashboard's JSON views: one answer per page that shows more than one of the insight
 views (``/api/v1``, :mod:`muster.server.routes.insight`), computed from the store in-process by
-the same pure functions (:mod:`muster.controllers.usage`, :mod:`muster.controllers.gpuview`,
-:mod:`muster.controllers.explain`), so the pages show exactly what the CLI says. Pages that
+the same pure functions (:mod:`muster.controllers.insight.usage`, :mod:`muster.controllers.insight.gpuview`,
+:mod:`muster.controllers.insight.explain`), so the pages show exactly what the CLI says. Pages that
 show one view (nodes and GPU readings) read ``/api/v1`` directly.
 
 Every answer carries ``revision``, the store's revision read *before* the objects were, so a
@@ -18,13 +18,14 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from muster.api.common import GPU
-from muster.controllers.conditions import condition
-from muster.controllers.explain import explain, latest_condition
-from muster.controllers.explain.gather import gather
-from muster.controllers.gpuview import gpu_rows
-from muster.controllers.pods import phase
-from muster.controllers.trainingjob_pods import pod_name
-from muster.controllers.usage import fmt_amount, queue_usage, workload_requests
+from muster.api.conditions import condition, latest_condition
+from muster.api.labels import pod_name
+from muster.api.lifecycle import phase
+from muster.api.quantity import fmt_amount
+from muster.controllers.insight.explain import explain
+from muster.controllers.insight.explain.gather import gather
+from muster.controllers.insight.gpuview import gpu_rows
+from muster.controllers.insight.usage import queue_usage, workload_requests
 from muster.server.encoding import json_response
 from muster.server.errors import ApiError
 from muster.server.views import StoreSource

@@ -1,7 +1,7 @@
 """``/api/v1/...``: views over the whole cluster for front ends (the dashboard, scripts).
 
-They compute with the same pure functions the CLI uses (:mod:`muster.controllers.explain`,
-:mod:`muster.controllers.usage`, :mod:`muster.controllers.gpuview`), from the store and,
+They compute with the same pure functions the CLI uses (:mod:`muster.controllers.insight.explain`,
+:mod:`muster.controllers.insight.usage`, :mod:`muster.controllers.insight.gpuview`), from the store and,
 for GPU readings, the manager of this process. docs/rest-api.md gives the shapes.
 """
 
@@ -14,11 +14,12 @@ from starlette.responses import Response
 
 from muster.api import registry
 from muster.config import settings
-from muster.controllers.doctor import Inputs, Thresholds, diagnose, report
-from muster.controllers.explain import explain
-from muster.controllers.explain.gather import gather
-from muster.controllers.gpuview import gpu_rows
-from muster.controllers.usage import node_usage, queue_usage
+from muster.controllers.insight.doctor import diagnose, report
+from muster.controllers.insight.explain import explain
+from muster.controllers.insight.explain.gather import gather
+from muster.controllers.insight.findings import Inputs, Thresholds
+from muster.controllers.insight.gpuview import gpu_rows
+from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.views import StoreSource, manager_of
@@ -141,3 +142,11 @@ def nodes_usage(request: Request) -> Response:
     store = request.app.state.store
     usage = node_usage(store.list("Node").items, store.list("Pod").items)
     return json_response({"nodes": [n.to_dict() for n in usage]})
+
+
+@router.get(f"{INSIGHT_PREFIX}/gpus/usage", operation_id="gpuUsage")
+def gpus_usage(request: Request) -> Response:
+    """Per GPU of every node: model, memory, health and the pods holding it (whole or a share)."""
+    store = request.app.state.store
+    usage = gpu_usage(store.list("Node").items, store.list("Pod").items)
+    return json_response({"gpus": [g.to_dict() for g in usage]})

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from muster.controllers.launch import device_binding, pod_launch
+from muster.controllers.pods.launch import device_binding, pod_launch
 from muster.runtime.base import GangLaunch, GangMember
 
 

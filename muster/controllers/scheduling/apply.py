@@ -1,0 +1,168 @@
+"""Writing one cycle's :class:`Decisions` back to the Workloads.
+
+* admitted: ``status.admission`` (cluster queue, per pod set its flavors, quota charged and
+  one ``pods[]`` entry per admitted pod: node, GPU indices, the share when shared),
+  QuotaReserved and Admitted True, an Event;
+* preempted: Evicted=True (reason Preempted) and Preempted=True (reason InClusterQueue, ...),
+  ``preemptedBy``, an Event on the victim and one on the preemptor; the Workload controller
+  then stops the victim's pods and requeues it;
+* pending: ``status.pending {reason, message, details}`` and QuotaReserved=False with the
+  same reason, written only when it changed (a new reason at once; a reworded message with
+  new numbers at most every ``message_interval`` seconds, so a queue of a thousand waiting
+  workloads does not rewrite itself every cycle). A pending reason is no lifecycle transition
+  and records no Event: a backlog would write one per Workload, and the owner's condition
+  (a job's Queued) carries the reason already.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from muster.api.conditions import set_condition
+from muster.api.lifecycle import EventSpec, WorkloadState, admit_workload, evict_workload, workload_state
+from muster.controllers.context import Context
+from muster.controllers.scheduling.snapshot import Built, Unqueueable, workload_key
+from muster.scheduler import Admission, Decisions, Preemption, format_units
+
+__all__ = ["DecisionWriter", "admission_dict", "set_pending"]
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class DecisionWriter:
+    """Applies decisions; remembers when each pending message was last written."""
+
+    ctx: Context
+    message_interval: float = 10.0
+    _written: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def write(self, built: Built, decisions: Decisions) -> list[Obj]:
+        """Write every decision; returns the Workloads admitted (as stored)."""
+        admitted = []
+        for a in decisions.admitted:
+            stored = self._admit(built, a)
+            if stored is not None:
+                admitted.append(stored)
+        for p in decisions.preempted:
+            self._preempt(built, p)
+        self.ctx.metrics.decisions.labels("pending").inc(len(decisions.pending))
+        for pending in decisions.pending:
+            wl = built.workloads.get(workload_key(pending.namespace, pending.name))
+            if wl is not None:
+                self._pending(wl, pending.reason, pending.message, _plain(pending.details))
+        for u in built.unqueueable:
+            self._unqueueable(u)
+        return admitted
+
+    def _admit(self, built: Built, a: Admission) -> Obj | None:
+        wl = built.workloads.get(workload_key(a.namespace, a.name))
+        if wl is None or workload_state(wl) is not WorkloadState.PENDING:
+            return None
+        updated = copy.deepcopy(wl)
+        event = admit_workload(updated, admission_dict(a), self.ctx.now())
+        stored = self.ctx.update_status(updated)
+        if stored is not None:
+            self._written.pop(workload_key(a.namespace, a.name), None)
+            self.ctx.event(stored, event)
+            queued = a.workload.eviction_time or a.workload.creation_time
+            wait = max(0.0, self.ctx.now() - queued)
+            self.ctx.metrics.admission_wait.labels(a.cluster_queue).observe(wait)
+            self.ctx.metrics.decisions.labels("admitted").inc()
+        return stored
+
+    def _preempt(self, built: Built, p: Preemption) -> None:
+        wl = built.workloads.get(workload_key(p.namespace, p.name))
+        if wl is None or workload_state(wl) is not WorkloadState.ADMITTED:
+            return  # already being evicted (or gone): its pods are on their way out
+        preemptor = f"{p.preemptor.namespace}/{p.preemptor.name}"
+        message = (
+            f"preempted by {preemptor} (priority {p.preemptor.priority}) to make room in its queue "
+            f"({p.reason})"
+        )
+        updated = copy.deepcopy(wl)
+        event = evict_workload(
+            updated, "Preempted", message, self.ctx.now(), preemption_reason=p.reason, preempted_by=preemptor
+        )
+        stored = self.ctx.update_status(updated)
+        if stored is None:
+            return
+        self.ctx.event(stored, event)
+        self.ctx.metrics.preemptions.labels(p.reason).inc()
+        self.ctx.metrics.evictions.labels("Preempted").inc()
+        self.ctx.metrics.decisions.labels("preempted").inc()
+        target = built.workloads.get(workload_key(p.preemptor.namespace, p.preemptor.name))
+        if target is not None:
+            self.ctx.event(
+                target, EventSpec("Normal", "Preempting", f"preempting {p.namespace}/{p.name} ({p.reason})")
+            )
+
+    def _unqueueable(self, u: Unqueueable) -> None:
+        self._pending(u.workload, u.reason, u.message, {})
+
+    def _pending(self, wl: Obj, reason: str, message: str, details: Obj) -> None:
+        key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
+        current = (wl.get("status") or {}).get("pending") or {}
+        now = self.ctx.now()
+        same_reason = current.get("reason") == reason
+        if same_reason and current.get("message") == message:
+            return
+        if same_reason and now - self._written.get(key, float("-inf")) < self.message_interval:
+            # Reworded (new numbers) only: the next cycle after the interval writes it.
+            self.ctx.wake_at(self._written[key] + self.message_interval, wl)
+            return
+        updated = copy.deepcopy(wl)
+        set_pending(updated, reason, message, details, now)
+        stored = self.ctx.update_status(updated)
+        if stored is None:
+            return
+        self._written[key] = now
+
+
+def set_pending(wl: Obj, reason: str, message: str, details: Obj, now: float) -> None:
+    """Why ``wl`` waits: ``status.pending`` and QuotaReserved=False with the same reason."""
+    status = wl.setdefault("status", {})
+    status["pending"] = {"reason": reason, "message": message, "details": details}
+    set_condition(wl, "QuotaReserved", "False", reason, message, now)
+
+
+def admission_dict(a: Admission) -> Obj:
+    """``status.admission`` of an admission decision."""
+    specs = {ps.name: ps for ps in a.workload.pod_sets}
+    assignments = []
+    for psa in a.pod_sets:
+        spec = specs[psa.name]
+        pods = []
+        for pl in psa.placements:
+            for gpus in pl.gpus:
+                pod: Obj = {"node": pl.node, "gpus": list(gpus)}
+                if gpus and pl.gpu_milli < 1000:
+                    pod["gpuMilli"] = pl.gpu_milli
+                pods.append(pod)
+        usage = {r: format_units(r, v * psa.count) for r, v in spec.quota_requests().items()}
+        assignments.append(
+            {
+                "name": psa.name,
+                "count": psa.count,
+                "flavors": dict(psa.flavors),
+                "resourceUsage": usage,
+                "pods": pods,
+            }
+        )
+    return {"clusterQueue": a.cluster_queue, "podSetAssignments": assignments}
+
+
+def _plain(details: dict[str, Any]) -> Obj:
+    """``details`` as plain JSON (NumPy numbers, tuples and sets from the core included)."""
+
+    def default(o: Any) -> Any:
+        if hasattr(o, "item"):
+            return o.item()
+        if isinstance(o, (set, frozenset)):
+            return sorted(o)
+        return str(o)
+
+    return json.loads(json.dumps(details, default=default))

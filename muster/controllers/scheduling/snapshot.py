@@ -1,0 +1,314 @@
+"""The scheduler loop's snapshot: store objects (from the cache) as a :class:`Snapshot`.
+
+Workloads sort into three groups:
+
+* **holding** an admission (admitted, or being evicted: quota is held until the pods are
+  gone) -> :class:`AdmittedWorkload` with their placements (``evicted`` when evicting);
+* **pending** (active, not finished, no admission, not waiting out a requeue backoff) whose
+  queue resolves -> :class:`PendingWorkload`, queue order by priority, then creation time or
+  the time of the last requeue;
+* **unqueueable** pending ones whose LocalQueue or ClusterQueue is missing, stopped or closed
+  to their namespace: the scheduler never sees them; they get their reason here.
+
+A Workload that names no queue goes to its namespace's ``default`` LocalQueue (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from muster.api.conditions import epoch, is_true, transition_time
+from muster.api.lifecycle import WorkloadState, workload_state
+from muster.api.resources import gpu_demand
+from muster.controllers.scheduling.cluster import (
+    build_cluster_queues,
+    build_cohorts,
+    build_flavors,
+    build_nodes,
+    request_units,
+    tolerations,
+)
+from muster.scheduler import (
+    GPU_MILLI,
+    AdmittedPodSet,
+    AdmittedWorkload,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PendingWorkload,
+    PodBinding,
+    PodSet,
+    Snapshot,
+)
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "Built",
+    "Unqueueable",
+    "build_snapshot",
+    "resolve_queue",
+    "workload_key",
+]
+
+Obj = dict[str, Any]
+DEFAULT_QUEUE = "default"
+# Namespaces carry this label in Kubernetes; a namespaceSelector can select on it here too.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class Unqueueable:
+    """A pending Workload the scheduler cannot consider, and why."""
+
+    workload: Obj
+    reason: str
+    message: str
+
+
+@dataclass
+class Built:
+    """A snapshot and how its workloads map back to store objects (by namespace/name)."""
+
+    snapshot: Snapshot
+    workloads: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    unqueueable: list[Unqueueable] = field(default_factory=list)
+    next_requeue: float | None = None  # the earliest requeue backoff still running
+
+
+def workload_key(namespace: str | None, name: str) -> tuple[str, str]:
+    return namespace or "", name
+
+
+def build_snapshot(
+    *,
+    nodes: Iterable[Obj],
+    flavors: Iterable[Obj],
+    topologies: Iterable[Obj],
+    cluster_queues: list[Obj],
+    cohorts: Iterable[Obj],
+    local_queues: Iterable[Obj],
+    priority_classes: Iterable[Obj],
+    workloads: Iterable[Obj],
+    pods: Iterable[Obj],
+    now: float,
+    memo: dict[str, tuple[int, list[PodSet]]] | None = None,
+) -> Built:
+    """The snapshot of these objects. ``memo`` (uid -> (generation, pod sets)) keeps the
+    converted pod sets of pending Workloads between cycles: their spec rarely changes, and a
+    long queue would otherwise be converted again on every cycle."""
+    flavor_objs = list(flavors)
+    inactive = _inactive_queues(cluster_queues, {f["metadata"]["name"] for f in flavor_objs})
+    queues = [q for q in cluster_queues if q["metadata"]["name"] not in inactive]
+    queue_objs = {q["metadata"]["name"]: q for q in queues}
+    local = {(q["metadata"].get("namespace") or "", q["metadata"]["name"]): q for q in local_queues}
+    never_preempt = {p["metadata"]["name"] for p in priority_classes if p.get("preemptionPolicy") == "Never"}
+    holding: list[Obj] = []
+    built = Built(snapshot=Snapshot(cluster_queues=build_cluster_queues(queues)))
+    snap = built.snapshot
+    for wl in workloads:
+        state = workload_state(wl)
+        key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
+        if state in (WorkloadState.ADMITTED, WorkloadState.EVICTING):
+            holding.append(wl)
+            admitted = _admitted(wl, state is WorkloadState.EVICTING)
+            if admitted is not None:
+                built.workloads[key] = wl
+                snap.admitted.append(admitted)
+            continue
+        if state is not WorkloadState.PENDING or not wl["spec"].get("active", True):
+            continue
+        requeue_at = epoch(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+        if requeue_at is not None and requeue_at > now:
+            built.next_requeue = min(built.next_requeue or requeue_at, requeue_at)
+            continue
+        queue, problem = resolve_queue(wl, local, queue_objs, inactive)
+        if problem is not None:
+            built.unqueueable.append(Unqueueable(wl, *problem))
+            continue
+        built.workloads[key] = wl
+        snap.pending.append(_pending(wl, queue or "", never_preempt, memo))
+    snap.nodes = build_nodes(nodes, holding, pods)
+    # A workload admitted by a queue since deleted, or placed on a node since gone, still
+    # charges the nodes above; the cycle cannot account it to a queue or preempt it.
+    known_nodes = {n.name for n in snap.nodes}
+    snap.admitted = [
+        a
+        for a in snap.admitted
+        if a.queue in queue_objs and all(p.node in known_nodes for ps in a.pod_sets for p in ps.pods)
+    ]
+    snap.flavors = build_flavors(flavor_objs, topologies)
+    snap.cohorts = build_cohorts(cohorts)
+    return built
+
+
+def resolve_queue(
+    wl: Obj,
+    local: dict[tuple[str, str], Obj],
+    cluster: dict[str, Obj],
+    inactive: dict[str, str] | None = None,
+) -> tuple[str | None, tuple[str, str] | None]:
+    """The ClusterQueue of ``wl``, or (None, (reason code, message)) when it has none now."""
+    ns = wl["metadata"].get("namespace") or "default"
+    named = wl["spec"].get("queueName")
+    lq = local.get((ns, named or DEFAULT_QUEUE))
+    if lq is None:
+        if named:
+            return None, (
+                "Inadmissible",
+                f"LocalQueue {named} does not exist in namespace {ns}; create it or change queueName",
+            )
+        return None, (
+            "Inadmissible",
+            f"the job names no queue and namespace {ns} has no LocalQueue named {DEFAULT_QUEUE}; "
+            "set queueName or create a LocalQueue named default",
+        )
+    lq_name = lq["metadata"]["name"]
+    if ((lq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+        return None, ("QueueStopped", f"LocalQueue {lq_name} is stopped (stopPolicy)")
+    cq_name = lq["spec"]["clusterQueue"]
+    if inactive and cq_name in inactive:
+        return None, ("Inadmissible", f"ClusterQueue {cq_name} is inactive: {inactive[cq_name]}")
+    cq = cluster.get(cq_name)
+    if cq is None:
+        return None, (
+            "Inadmissible",
+            f"ClusterQueue {cq_name} (behind LocalQueue {ns}/{lq_name}) does not exist",
+        )
+    selector = (cq.get("spec") or {}).get("namespaceSelector")
+    if selector and not _selects(selector, {NAMESPACE_NAME_LABEL: ns}):
+        return None, (
+            "Inadmissible",
+            f"ClusterQueue {cq_name} does not admit workloads of namespace {ns} (namespaceSelector)",
+        )
+    return cq_name, None
+
+
+def _inactive_queues(queues: Iterable[Obj], flavors: set[str]) -> dict[str, str]:
+    """ClusterQueues that name a ResourceFlavor that does not exist, and why (Kueue keeps
+    such a queue inactive until the flavor appears)."""
+    out = {}
+    for q in queues:
+        named = [
+            f["name"]
+            for g in (q.get("spec") or {}).get("resourceGroups") or ()
+            for f in g.get("flavors") or ()
+        ]
+        missing = sorted(set(named) - flavors)
+        if missing:
+            out[q["metadata"]["name"]] = f"ResourceFlavor {', '.join(missing)} does not exist"
+    return out
+
+
+def _selects(selector: Obj, labels: dict[str, str]) -> bool:
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for req in selector.get("matchExpressions") or ():
+        value = labels.get(req["key"])
+        op, values = req["operator"], req.get("values") or []
+        if (
+            (op == "In" and value not in values)
+            or (op == "NotIn" and value in values)
+            or (op == "Exists" and value is None)
+            or (op == "DoesNotExist" and value is not None)
+        ):
+            return False
+    return True
+
+
+def _pending(
+    wl: Obj, queue: str, never_preempt: set[str], memo: dict[str, tuple[int, list[PodSet]]] | None
+) -> PendingWorkload:
+    spec = wl["spec"]
+    meta = wl["metadata"]
+    requeued = transition_time(wl, "Requeued") if is_true(wl, "Requeued") else None
+    uid, generation = meta.get("uid") or "", int(meta.get("generation") or 0)
+    known = memo.get(uid) if memo is not None else None
+    if known is not None and known[0] == generation:
+        pod_sets = known[1]
+    else:
+        pod_sets = [_pod_set(ps) for ps in spec["podSets"]]
+        if memo is not None and uid:
+            memo[uid] = (generation, pod_sets)
+    return PendingWorkload(
+        name=meta["name"],
+        namespace=meta.get("namespace") or "default",
+        queue=queue,
+        pod_sets=pod_sets,
+        priority=int(spec.get("priority") or 0),
+        creation_time=epoch(wl["metadata"].get("creationTimestamp")) or 0.0,
+        eviction_time=requeued,
+        can_preempt=spec.get("priorityClassName") not in never_preempt,
+    )
+
+
+def _pod_set(ps: Obj) -> PodSet:
+    requests = ps.get("requests") or {}
+    demand = gpu_demand(requests)
+    topology = ps.get("topologyRequest") or {}
+    node_affinity = ((ps.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return PodSet(
+        name=ps.get("name", "main"),
+        count=int(ps["count"]),
+        requests=request_units(requests),
+        gpus=demand.devices,
+        gpu_milli=demand.milli or GPU_MILLI,
+        gpu_memory=demand.memory,
+        min_count=ps.get("minCount"),
+        gpu_models=tuple(ps.get("gpuModels") or ()),
+        node_selector=dict(ps.get("nodeSelector") or {}),
+        node_affinity=tuple(
+            NodeSelectorTerm(
+                tuple(
+                    NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ()))
+                    for e in term.get("matchExpressions") or ()
+                )
+            )
+            for term in node_affinity.get("nodeSelectorTerms") or ()
+        ),
+        tolerations=tolerations(ps.get("tolerations")),
+        topology_required=topology.get("required"),
+        topology_preferred=topology.get("preferred"),
+        anti_affinity=bool(ps.get("podAntiAffinity")),
+    )
+
+
+def _admitted(wl: Obj, evicting: bool) -> AdmittedWorkload | None:
+    spec = wl["spec"]
+    admission = wl["status"]["admission"]
+    specs = {ps.get("name", "main"): ps for ps in spec["podSets"]}
+    pod_sets = []
+    for a in admission.get("podSetAssignments") or ():
+        ps = specs.get(a["name"])
+        if ps is None:
+            continue
+        requests = ps.get("requests") or {}
+        demand = gpu_demand(requests)
+        pod_sets.append(
+            AdmittedPodSet(
+                name=a["name"],
+                count=int(a["count"]),
+                requests=request_units(requests),
+                gpus=demand.devices,
+                gpu_milli=demand.milli or GPU_MILLI,
+                flavors=dict(a.get("flavors") or {}),
+                pods=tuple(
+                    PodBinding(p["node"], tuple(p.get("gpus") or ()), p.get("gpuMilli"))
+                    for p in a.get("pods") or ()
+                ),
+            )
+        )
+    return AdmittedWorkload(
+        name=wl["metadata"]["name"],
+        namespace=wl["metadata"].get("namespace") or "default",
+        queue=admission["clusterQueue"],
+        pod_sets=pod_sets,
+        priority=int(spec.get("priority") or 0),
+        creation_time=epoch(wl["metadata"].get("creationTimestamp")) or 0.0,
+        admission_time=transition_time(wl, "QuotaReserved") or 0.0,
+        preemptible=bool(spec.get("preemptible", True)),
+        evicted=evicting,
+    )

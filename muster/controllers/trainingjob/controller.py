@@ -1,0 +1,510 @@
+"""The TrainingJob controller: a job, its Workload, its gang of pods, its conditions.
+
+One reconcile of a job, level-triggered (everything is derived from the job, its Workload and
+its pods as they are now, so a pass interrupted anywhere is completed by the next):
+
+1. first sight: Created; a finished job only gets its clean-up (``cleanPodPolicy``, the
+   Workload marked Finished, ``ttlSecondsAfterFinished``);
+2. the Workload is created (queue, priority, one pod set per replica type), or kept active
+   or deactivated as ``runPolicy.suspend`` says;
+3. the job's phase follows the Workload: waiting (Queued, with the pending reason), being
+   evicted (Preempted, not counted against backoffLimit; an eviction that is the
+   infrastructure's doing, :data:`~muster.controllers.scheduling.workloads.REQUEUE_EVICTIONS` such as a
+   failed GPU, a lost or drained node or a gang the runtime could not place, requeues it the
+   same way, straight to Queued), requeued (Queued again);
+4. once admitted, the pods of the current run are created, bound to the admission's
+   placements; pods of an earlier run are stopped and removed first (a gang restart reuses
+   the same admission, so the new pods take the same GPUs);
+5. the pods' outcomes decide: Running, Succeeded, a gang restart (OnFailure, ExitCode with
+   a code >= 128, within backoffLimit) or Failed (Never, ExitCode 1-127, BackoffLimitExceeded);
+   ``activeDeadlineSeconds`` counts from the first time the gang ran (reset on resume).
+
+Every phase change goes through :func:`muster.api.lifecycle.move_job` and is
+recorded as an Event.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
+from muster.api.conditions import condition, epoch, iso
+from muster.api.labels import (
+    ATTEMPT_LABEL,
+    JOB_NAME_LABEL,
+    MASTER_PORT_ANNOTATION,
+    REPLICA_TYPE_LABEL,
+    pod_name,
+)
+from muster.api.lifecycle import (
+    EventSpec,
+    JobPhase,
+    WorkloadState,
+    describe_failure,
+    exit_code,
+    finish_workload,
+    is_final,
+    job_phase,
+    move_job,
+    phase,
+    set_job_message,
+    workload_state,
+)
+from muster.controllers.context import Context
+from muster.controllers.pods.stop import StopReasons, stop_requested, stop_requested_object
+from muster.controllers.scheduling.priority import PriorityClassMissing, priority_of
+from muster.controllers.scheduling.snapshot import DEFAULT_QUEUE
+from muster.controllers.scheduling.workloads import REQUEUE_EVICTIONS
+from muster.controllers.trainingjob.pods import (
+    REPLICA_TYPES,
+    GangShape,
+    build_pod,
+    checkpoint_dir,
+    latest_checkpoint,
+    pick_port,
+    port_free,
+    training_env,
+    workload_for,
+)
+from muster.runtime.base import PodReason
+
+__all__ = ["TrainingJobController"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+MasterAddress = Callable[[str, str, str, str], str]
+_ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+GANG_START_FAILED = PodReason.GANG_START_FAILED.value
+
+
+class TrainingJobController:
+    def __init__(self, ctx: Context, master_address: MasterAddress | None = None) -> None:
+        self.ctx = ctx
+        # (namespace, workload, master pod, its node) -> the address the gang reaches the master
+        # at: its node's (127.0.0.1 on the local runtime) or a DNS name (Kubernetes)
+        self.master_address: MasterAddress = master_address or (lambda _ns, _wl, _pod, _node: "127.0.0.1")
+
+    def reconcile(self, job: Obj) -> None:
+        _Pass(self, job).run()
+
+
+class _Pass:
+    """One reconcile of one job: edits a copy of it, writes its status once at the end."""
+
+    def __init__(self, ctl: TrainingJobController, job: Obj) -> None:
+        self.ctl = ctl
+        self.ctx = ctl.ctx
+        self.original = job
+        # A finished job's status never changes again (only its clean-up runs): no copy.
+        self.done = job_phase(job) in (JobPhase.SUCCEEDED, JobPhase.FAILED)
+        self.job = job if self.done else copy.deepcopy(job)
+        if self.done:
+            self.status: Obj = self.job.get("status") or {}
+        else:
+            self.status = self.job.setdefault("status", {})
+        self.events: list[EventSpec] = []
+        self.now = self.ctx.now()
+        meta = job["metadata"]
+        self.name, self.ns = meta["name"], meta.get("namespace") or "default"
+
+    # -- the pass --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        if self.done:
+            self._finished()
+            return
+        if job_phase(self.job) is None:
+            self._move(JobPhase.CREATED, "Created", "the job was accepted")
+        self._active()
+        stored = self._write()
+        if stored is not None and job_phase(stored) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+            # The outcome is stored: the clean-up may act on it now (a crash before this
+            # point leaves a finished job whose next pass does it).
+            _Pass(self.ctl, stored).run()
+
+    def _active(self) -> None:
+        wl = self._workload()
+        if wl is None:
+            return
+        suspend = bool((self.job["spec"].get("runPolicy") or {}).get("suspend"))
+        if wl["spec"].get("active", True) == suspend:
+            changed = copy.deepcopy(wl)
+            changed["spec"]["active"] = not suspend
+            wl = self.ctx.update(changed) or wl
+        current = job_phase(self.job)
+        if suspend:
+            if current is not JobPhase.SUSPENDED:
+                self._move(
+                    JobPhase.SUSPENDED, "Suspended", "runPolicy.suspend is set: pods stopped, quota released"
+                )
+            self._count_replicas(self._pods(wl))
+            return
+        if current is JobPhase.SUSPENDED:
+            self.status.pop("startTime", None)  # activeDeadlineSeconds counts afresh after a resume
+            self._move(JobPhase.QUEUED, "Resumed", "runPolicy.suspend was cleared: queued again")
+        state = workload_state(wl)
+        evicted = condition(wl, "Evicted") or {}
+        preempted = evicted.get("status") == "True" and evicted.get("reason") == "Preempted"
+        # The infrastructure's evictions (workloads.REQUEUE_EVICTIONS) requeue it to run
+        # elsewhere, never the job's failure.
+        moved = evicted.get("status") == "True" and evicted.get("reason") in REQUEUE_EVICTIONS
+        if state is WorkloadState.EVICTING and preempted:
+            self._preempted(wl, evicted)
+        elif state is WorkloadState.EVICTING and moved:
+            self._moved_off(evicted, waiting=True)
+        elif state is WorkloadState.PENDING:
+            if moved:
+                self._moved_off(evicted)
+            self._queued(wl, preempted)
+        elif state is WorkloadState.ADMITTED:
+            self._admitted(wl)
+        self._count_replicas(self._pods(wl))
+        self._check_deadline(wl)
+
+    # -- the Workload ------------------------------------------------------------------------
+
+    def _workload(self) -> Obj | None:
+        wl = self.ctx.cache.get("Workload", self.name, self.ns)
+        uid = self.job["metadata"]["uid"]
+        if wl is not None:
+            owners = [r.get("uid") for r in wl["metadata"].get("ownerReferences") or []]
+            if uid in owners:
+                return wl
+            self.ctx.delete(wl)  # left by an earlier job of the same name: garbage
+            return None
+        priority = self._priority()
+        if priority is None:
+            return None
+        value, class_name = priority
+        labels = self.job["metadata"].get("labels") or {}
+        queue = self.job["spec"].get("queueName") or labels.get(QUEUE_LABEL)
+        if not queue and self.ctx.cache.get("LocalQueue", DEFAULT_QUEUE, self.ns) is not None:
+            queue = DEFAULT_QUEUE
+        created = self.ctx.create(
+            workload_for(
+                self.job, queue=queue, priority=value, priority_class=class_name, master_port=pick_port()
+            )
+        )
+        if created is None:
+            return None
+        self.status["workload"] = self.name
+        if job_phase(self.job) is JobPhase.CREATED and created["spec"].get("active", True):
+            self._move(JobPhase.QUEUED, "Queued", f"waiting in queue {queue or DEFAULT_QUEUE}")
+        return created
+
+    def _priority(self) -> tuple[int, str | None] | None:
+        """The job's priority value and class (the globalDefault class when it names none);
+        None, with the reason in the Created condition, when the named class is missing."""
+        labels = self.job["metadata"].get("labels") or {}
+        named = self.job["spec"].get("priorityClassName") or labels.get(PRIORITY_LABEL)
+        try:
+            return priority_of(self.ctx.cache.list("PriorityClass"), named)
+        except PriorityClassMissing as exc:
+            message = str(exc)
+            if set_job_message(self.job, "PriorityClassNotFound", message, self.now):
+                self.events.append(EventSpec("Warning", "PriorityClassNotFound", message))
+            return None
+
+    def _preempted(self, wl: Obj, evicted: Obj) -> None:
+        if job_phase(self.job) is JobPhase.PREEMPTED:
+            return
+        message = evicted.get("message") or "preempted"
+        self._move(
+            JobPhase.PREEMPTED, "Preempted", f"{message}; it resumes from its checkpoint when requeued"
+        )
+        wstatus = wl.get("status") or {}
+        record = {
+            "time": evicted.get("lastTransitionTime") or iso(self.now),
+            "reason": (condition(wl, "Preempted") or {}).get("reason", ""),
+            "message": message,
+        }
+        if wstatus.get("preemptedBy"):
+            record["preemptor"] = wstatus["preemptedBy"]
+        self.status.setdefault("preemptions", []).append(record)
+
+    def _moved_off(self, evicted: Obj, waiting: bool = False) -> None:
+        """Its gang could not be placed, its GPU or node failed, or its node is drained: requeued
+        to run elsewhere. Not the job's fault, so nothing counts against backoffLimit. A job whose
+        gang never ran stays Queued and says why while its Workload is ``waiting`` for the
+        eviction to finish."""
+        reason, message = evicted.get("reason") or "Evicted", evicted.get("message") or ""
+        current = job_phase(self.job)
+        if current in (JobPhase.RUNNING, JobPhase.RESTARTING):
+            self._move(JobPhase.QUEUED, reason, message)
+            self.events[-1] = EventSpec("Warning", reason, message)
+        elif current is JobPhase.QUEUED and waiting and set_job_message(self.job, reason, message, self.now):
+            self.events.append(EventSpec("Warning", reason, message))
+
+    def _queued(self, wl: Obj, preempted: bool) -> None:
+        current = job_phase(self.job)
+        if current in (JobPhase.RUNNING, JobPhase.RESTARTING) and preempted:
+            self._preempted(wl, condition(wl, "Evicted") or {})
+            current = JobPhase.PREEMPTED
+        if current is JobPhase.PREEMPTED:
+            self._move(JobPhase.QUEUED, "Requeued", "its pods are gone; waiting to be admitted again")
+        elif current is JobPhase.CREATED:
+            self._move(JobPhase.QUEUED, "Queued", "waiting for admission")
+        pending = (wl.get("status") or {}).get("pending")
+        if pending and job_phase(self.job) is JobPhase.QUEUED:
+            set_job_message(self.job, pending["reason"], pending.get("message", ""), self.now)
+
+    # -- the gang ------------------------------------------------------------------------------
+
+    def _admitted(self, wl: Obj) -> None:
+        requeues = ((wl.get("status") or {}).get("requeueState") or {}).get("count", 0)
+        attempt = f"{requeues}-{self.status.get('restartCount', 0)}"
+        pods = self._pods(wl)
+        stale = [p for p in pods if (p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) != attempt]
+        current = [p for p in pods if p not in stale]
+        if self._clear(stale, StopReasons.GANG_RESTART):
+            return  # the previous run's processes hold the GPUs the next run is bound to
+        if job_phase(self.job) is JobPhase.QUEUED and not current:
+            queue = wl["status"]["admission"]["clusterQueue"]
+            set_job_message(
+                self.job, "Admitted", f"admitted by ClusterQueue {queue}; starting its pods", self.now
+            )
+        expected = self._expected(wl)
+        have = {p["metadata"]["name"] for p in current}
+        missing = [e for e in expected if e[0] not in have]
+        if missing:
+            self._create_pods(wl, expected, missing, attempt)
+            current = self._pods(wl)
+            current = [
+                p for p in current if (p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) == attempt
+            ]
+        live = [p for p in current if not stop_requested(p)]
+        if any((p.get("status") or {}).get("reason") == GANG_START_FAILED for p in live):
+            return  # not the job's failure: the executor deletes them and evicts the Workload
+        failed = sorted(
+            (p for p in live if phase(p) == "Failed"),
+            key=lambda p: (p.get("status") or {}).get("finishTime") or "",
+        )
+        if failed:
+            self._failure(failed[0])
+        elif self._succeeded(live):
+            self._move(JobPhase.SUCCEEDED, "Succeeded", "the job's training completed")
+            self.status["completionTime"] = iso(self.now)
+        elif self._gang_running(live, expected):
+            self.status.setdefault("startTime", iso(self.now))
+            self._move(JobPhase.RUNNING, "Running", f"all {len(live)} pod(s) of the gang are running")
+
+    def _gang_running(self, live: list[Obj], expected: list) -> bool:
+        """Every pod of the run exists and runs (or already succeeded), at least one runs,
+        and the job is not yet Running."""
+        phases = [phase(p) for p in live]
+        return (
+            len(live) == len(expected)
+            and all(p in ("Running", "Succeeded") for p in phases)
+            and "Running" in phases
+            and job_phase(self.job) in (JobPhase.QUEUED, JobPhase.RESTARTING)
+        )
+
+    def _expected(self, wl: Obj) -> list[tuple[str, str, int, Obj]]:
+        """(pod name, replica type, index, placement) of every pod the admission placed."""
+        out = []
+        by_set = {a["name"]: a for a in wl["status"]["admission"]["podSetAssignments"]}
+        for rtype in REPLICA_TYPES:
+            assignment = by_set.get(rtype.lower())
+            if assignment is None:
+                continue
+            for i, placement in enumerate(assignment.get("pods") or []):
+                out.append((pod_name(self.name, rtype, i), rtype, i, placement))
+        return out
+
+    def _create_pods(
+        self, wl: Obj, expected: list[tuple[str, str, int, Obj]], missing: list, attempt: str
+    ) -> None:
+        masters = sum(1 for e in expected if e[1] == "Master")
+        first = expected[0]
+        port = int(wl["metadata"].get("annotations", {}).get(MASTER_PORT_ANNOTATION) or 0)
+        if not port or (len(missing) == len(expected) and not port_free(port)):
+            port = pick_port()  # taken meanwhile by something else: the new run needs its own
+            changed = copy.deepcopy(wl)
+            changed["metadata"].setdefault("annotations", {})[MASTER_PORT_ANNOTATION] = str(port)
+            if self.ctx.update(changed) is None:
+                return
+        addr = self.ctl.master_address(self.ns, wl["metadata"]["name"], first[0], first[3]["node"])
+        shape = GangShape(masters, len(expected) - masters, addr, port)
+        checkpoints = checkpoint_dir(self.ctx.home, self.job)
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        if len(missing) == len(expected):
+            self._note_resume(checkpoints)
+        restarts = int(self.status.get("restartCount") or 0)
+        for name, rtype, index, placement in missing:
+            env = training_env(self.job, shape, rtype, index, restarts, checkpoints)
+            if self.ctx.create(build_pod(self.job, rtype, index, placement, attempt, env)) is None:
+                log.info("pod %s/%s exists already; looking again next pass", self.ns, name)
+
+    def _note_resume(self, checkpoints: Path) -> None:
+        """The first run after a preemption: record whether a checkpoint was there to resume from."""
+        records = self.status.get("preemptions") or []
+        if not records or records[-1].get("resumedAt"):
+            return
+        record = records[-1]
+        found = latest_checkpoint(checkpoints)
+        record["resumedAt"] = iso(self.now)
+        record["checkpointFound"] = found is not None
+        if found is not None:
+            record["checkpoint"] = found
+            self.events.append(
+                EventSpec(
+                    "Normal", "ResumedFromCheckpoint", f"resuming after preemption; newest checkpoint {found}"
+                )
+            )
+        else:
+            self.events.append(
+                EventSpec(
+                    "Warning",
+                    "NoCheckpoint",
+                    f"resuming after preemption, but {checkpoints} holds no checkpoint: it starts over",
+                )
+            )
+
+    def _succeeded(self, live: list[Obj]) -> bool:
+        by_type: dict[str, list[Obj]] = {}
+        for p in live:
+            by_type.setdefault((p["metadata"].get("labels") or {}).get(REPLICA_TYPE_LABEL, ""), []).append(p)
+        if "master" in by_type:
+            return all(phase(p) == "Succeeded" for p in by_type["master"])
+        workers = by_type.get("worker", [])
+        if self.job["spec"].get("elasticPolicy") is not None:
+            return any(phase(p) == "Succeeded" for p in workers)
+        return bool(workers) and all(phase(p) == "Succeeded" for p in workers)
+
+    def _failure(self, pod: Obj) -> None:
+        labels = pod["metadata"].get("labels") or {}
+        rtype = "Master" if labels.get(REPLICA_TYPE_LABEL) == "master" else "Worker"
+        policy = self.job["spec"]["replicaSpecs"][rtype].get("restartPolicy", "OnFailure")
+        code = exit_code(pod)
+        what = describe_failure(pod)
+        never_ran = (pod.get("status") or {}).get("reason") == "Error" and not (pod.get("status") or {}).get(
+            "startTime"
+        )
+        if never_ran:
+            self._fail("ReplicaFailed", f"{what} (it could not start; a retry would fail the same way)")
+        elif policy == "Never":
+            self._fail("ReplicaFailed", f"{what} (restartPolicy Never)")
+        elif policy == "ExitCode" and code is not None and 1 <= code <= 127:
+            self._fail("ReplicaFailed", f"{what} (restartPolicy ExitCode: exit codes 1-127 are permanent)")
+        else:
+            restarts = int(self.status.get("restartCount") or 0)
+            limit = (self.job["spec"].get("runPolicy") or {}).get("backoffLimit")
+            if limit is not None and restarts >= limit:
+                self._fail(
+                    "BackoffLimitExceeded",
+                    f"the gang was restarted {restarts} time(s) and backoffLimit is {limit}; "
+                    f"last failure: {what}",
+                )
+                return
+            self.status["restartCount"] = restarts + 1
+            self._move(JobPhase.RESTARTING, "Restarting", f"gang restart {restarts + 1}: {what}")
+            replicas = sum(int(r.get("replicas", 1) or 0) for r in self.job["spec"]["replicaSpecs"].values())
+            self.ctx.metrics.pod_restarts.labels(self.ns).inc(replicas)
+
+    # -- ends ----------------------------------------------------------------------------------
+
+    def _fail(self, reason: str, message: str) -> None:
+        self._move(JobPhase.FAILED, reason, message)
+        self.status["completionTime"] = iso(self.now)
+
+    def _check_deadline(self, wl: Obj) -> None:
+        limit = (self.job["spec"].get("runPolicy") or {}).get("activeDeadlineSeconds")
+        started = epoch(self.status.get("startTime"))
+        if limit is None or started is None or job_phase(self.job) not in (*_ACTIVE, JobPhase.PREEMPTED):
+            return
+        if self.now >= started + limit:
+            self._fail(DEADLINE_EXCEEDED, f"the job ran longer than activeDeadlineSeconds ({limit}s)")
+        else:
+            self.ctx.wake_at(started + limit, self.original)
+
+    def _finished(self) -> None:
+        """Clean-up of a finished job: its Workload Finished (quota released), its pods per
+        cleanPodPolicy (a deadline stops them all), then ttlSecondsAfterFinished."""
+        succeeded = job_phase(self.job) is JobPhase.SUCCEEDED
+        failed = condition(self.job, "Failed") or {}
+        deadline = failed.get("status") == "True" and failed.get("reason") == DEADLINE_EXCEEDED
+        stop = StopReasons.DEADLINE_EXCEEDED if deadline else StopReasons.JOB_FINISHED
+        wl = self.ctx.cache.get("Workload", self.name, self.ns)
+        if wl is not None and workload_state(wl) is not WorkloadState.FINISHED:
+            updated = copy.deepcopy(wl)
+            done = "Succeeded" if succeeded else "Failed"
+            event = finish_workload(updated, done, f"the job {done.lower()}", self.now)
+            stored = self.ctx.update_status(updated)
+            if stored is not None:
+                self.ctx.event(stored, event)
+        policy = (self.job["spec"].get("runPolicy") or {}).get("cleanPodPolicy") or "Running"
+        if deadline:
+            policy = "Running" if policy == "None" else policy
+        pods = self.ctx.cache.pods_labelled(JOB_NAME_LABEL, self.name, self.ns)
+        pods = [p for p in pods if _owned(p, self.job)]
+        if policy in ("Running", "All"):
+            self._clear([p for p in pods if not is_final(p)], stop)
+        if policy == "All":
+            for p in pods:
+                if is_final(p):
+                    self.ctx.delete(p)
+        self._ttl()
+
+    def _ttl(self) -> None:
+        ttl = (self.job["spec"].get("runPolicy") or {}).get("ttlSecondsAfterFinished")
+        done = epoch(self.status.get("completionTime"))
+        if ttl is None or done is None:
+            return
+        if self.now >= done + ttl:
+            if self.ctx.delete(self.original):
+                log.info("deleted %s/%s: ttlSecondsAfterFinished passed", self.ns, self.name)
+        else:
+            self.ctx.wake_at(done + ttl, self.original)
+
+    def _clear(self, pods: list[Obj], reason: str) -> bool:
+        """Stop the unfinished ``pods`` and delete the finished ones; True while any remain."""
+        remaining = False
+        for p in pods:
+            if is_final(p):
+                remaining |= not self.ctx.delete(p)
+            else:
+                remaining = True
+                if not stop_requested(p):
+                    self.ctx.update(stop_requested_object(p, reason, self.now))
+        return remaining
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _pods(self, _wl: Obj) -> list[Obj]:
+        pods = self.ctx.cache.pods_labelled(JOB_NAME_LABEL, self.name, self.ns)
+        return [p for p in pods if _owned(p, self.job)]
+
+    def _count_replicas(self, pods: list[Obj]) -> None:
+        counts: dict[str, Obj] = {}
+        for p in pods:
+            labels = p["metadata"].get("labels") or {}
+            rtype = "Master" if labels.get(REPLICA_TYPE_LABEL) == "master" else "Worker"
+            entry = counts.setdefault(rtype, {"active": 0, "succeeded": 0, "failed": 0})
+            key = {"Succeeded": "succeeded", "Failed": "failed"}.get(phase(p), "active")
+            entry[key] += 1
+        self.status["replicaStatuses"] = counts
+
+    def _move(self, to: JobPhase, reason: str, message: str) -> None:
+        self.events.append(move_job(self.job, to, reason, message, self.now))
+
+    def _write(self) -> Obj | None:
+        """Store the job's new status (and record its events); the stored job, or None when
+        nothing changed or it changed meanwhile (the next pass decides again)."""
+        if self.status == (self.original.get("status") or {}):
+            return None
+        stored = self.ctx.update_status(self.job)
+        if stored is not None:
+            for event in self.events:
+                self.ctx.event(stored, event)
+        return stored
+
+
+def _owned(pod: Obj, job: Obj) -> bool:
+    uid = job["metadata"]["uid"]
+    return any(r.get("uid") == uid for r in pod["metadata"].get("ownerReferences") or [])

@@ -1,0 +1,43 @@
+"""Small runtime utilities the server, the CLI and the tests share: waiting on a condition with a
+deadline, and finding a free local port."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["free_port", "wait_for"]
+
+T = TypeVar("T")
+
+
+def wait_for(
+    condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+) -> T:
+    """Call ``condition`` until it returns a truthy value and return that value.
+
+    Raises TimeoutError naming ``what`` (and the last exception raised by the condition, if
+    any) after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as exc:  # the condition may fail until the thing it probes is up
+            last_exc = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_exc!r})" if last_exc else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
