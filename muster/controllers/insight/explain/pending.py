@@ -24,6 +24,7 @@ from muster.controllers.insight.explain.facts import (
     WhyContext,
 )
 from muster.controllers.insight.explain.placement import placement
+from muster.controllers.insight.explain.rootcause import quota_from_nodes, root_cause
 from muster.controllers.insight.usage import (
     cluster_queue_of,
     holds_quota,
@@ -135,7 +136,14 @@ def fill_pending(ex: Explanation, wl: Obj, cq: Obj | None, ctx: WhyContext) -> N
             generic = ex.reason == "InsufficientResources"  # the facts say it better
             ex.unblock = _placement_hints(ex) + ([] if generic else ex.unblock)
     ex.blocker = blocker(ex, details)
-    ex.summary = f"{ex.ref} is waiting{where}: {ex.reason}" + (f": {ex.blocker}" if ex.blocker else "")
+    ex.root_cause = root_cause(wl, ex, ctx)
+    head = ex.reason
+    if ex.root_cause is not None:
+        # The fact first, the scheduler's reason after it as its consequence.
+        cause = ex.root_cause
+        head = f"{cause.message}; so {ex.reason}"
+        ex.unblock = [cause.action, *(c.action for c in cause.also), *ex.unblock]
+    ex.summary = f"{ex.ref} is waiting{where}: {head}" + (f": {ex.blocker}" if ex.blocker else "")
     _queue_hints(ex, wl, cq)
     requeued = condition(wl, "Requeued")
     if requeued is not None and requeued.get("status") == "True":
@@ -225,9 +233,7 @@ def _unblock(
         return _quota_hints(wl, cq, details, ctx)
     if reason == "ExceedsMaxQuota":
         return [
-            f"lower its {s['resource']} request to at most {scheduler_amount(s['resource'], s['maximum'])} "
-            f"(it asks for {scheduler_amount(s['resource'], s['requested'])}), or raise the quota of flavor "
-            f"{s['flavor']} in ClusterQueue {cq_name} or its cohort"
+            _exceeds_hint(s, cq_name, quota_from_nodes(cq))
             for s in details.get("shortfalls") or []
             if s.get("maximum") is not None
         ] or ["lower the request, or raise the ClusterQueue's quota"]
@@ -254,6 +260,20 @@ def _unblock(
     if reason == "GangIncomplete":
         return ["the gang needs more distinct nodes: add nodes or drop the pod anti-affinity"]
     return []
+
+
+def _exceeds_hint(s: Mapping[str, Any], cq_name: str | None, from_nodes: bool) -> str:
+    """Lower the request or raise the quota; a queue whose quota follows the nodes grows with
+    nodes only, and lowering a request to nothing is no advice."""
+    res = s["resource"]
+    if from_nodes:
+        more = f"add nodes with {res}: ClusterQueue {cq_name}'s quota is what the nodes have"
+    else:
+        more = f"raise the quota of flavor {s['flavor']} in ClusterQueue {cq_name} or its cohort"
+    if not int(s["maximum"]):
+        return more[0].upper() + more[1:] + f" (no {res} now)"
+    most, asked = scheduler_amount(res, s["maximum"]), scheduler_amount(res, s["requested"])
+    return f"lower its {res} request to at most {most} (it asks for {asked}), or {more}"
 
 
 def _quota_hints(wl: Obj, cq: Obj | None, details: Mapping[str, Any], ctx: WhyContext) -> list[str]:
