@@ -258,7 +258,7 @@ class _Pass:
                 # why it left (docs/operations.md), and what keeps it out now after that.
                 reason = evicted["reason"]
                 message = (
-                    f"{evicted.get('message') or reason}; requeued, waiting for admission: "
+                    f"{evicted.get('message') or reason}; now waiting for admission: "
                     f"{pending['reason']}: {pending.get('message', '')}"
                 )
             else:

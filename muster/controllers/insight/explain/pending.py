@@ -215,6 +215,11 @@ def _placement_hints(ex: Explanation) -> list[str]:
     hints = []
     if ex.fits_when is not None and ex.fits_when.message and not ex.fits_when.never:
         hints.append(ex.fits_when.message)
+    if ex.fits_when is not None and ex.fits_when.never:
+        hints.append(
+            "it can never fit as the cluster is: ask for less per pod or fewer pods, or add nodes that can "
+            "hold its pods (see the per-node reasons)"
+        )
     if ex.fragmentation is not None and ex.fragmentation.fragmented:
         frag = ex.fragmentation
         hints.append(
