@@ -7,6 +7,7 @@ root cause it names, so one broken GPU is one finding however many jobs wait on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from muster.api.lifecycle import JobPhase, job_phase
 from muster.controllers.insight.explain import Explanation, WhyContext, explain, failing_pod
 from muster.controllers.insight.explain.facts import pod_facts
 from muster.controllers.insight.explain.pending import queue_time
+from muster.controllers.insight.explain.placement import snapshot_of
 from muster.controllers.insight.findings import (
     Finding,
     Inputs,
@@ -29,7 +31,7 @@ from muster.controllers.insight.usage import is_pending
 
 __all__ = ["blocked", "failed"]
 
-_EXPLAINED = 12  # kinds of waiting Workload explained per scan (each runs the scheduler's what-ifs)
+_EXPLAINED = 8  # kinds of waiting Workload explained per scan (each runs the scheduler's what-ifs)
 _REASONS = (
     "ExceedsMaxQuota",
     "QuotaExhausted",
@@ -98,8 +100,11 @@ def blocked(inp: Inputs, _t: Thresholds) -> list[Finding]:
         if is_pending(wl) and pending.get("reason") in _REASONS:
             groups.setdefault(_shape(wl), []).append(wl)
     found: dict[tuple[str, str], _Blocked] = {}
+    shared = _context(inp)
+    if groups:
+        snapshot_of(shared, None)  # one snapshot of the cluster for every explanation below
     for members in list(groups.values())[:_EXPLAINED]:
-        ex = explain(members[0], _context(inp, members[0]))
+        ex = explain(members[0], dataclasses.replace(shared, workload=members[0]))
         cause = ex.root_cause
         never = ex.reason == "ExceedsMaxQuota" or (ex.fits_when is not None and ex.fits_when.never)
         if cause is not None and cause.kind == "NoGPUs":
@@ -151,9 +156,8 @@ class _Blocked:
         return Finding("warning", "AvoidableWait", title, objects, evidence, fix)
 
 
-def _context(inp: Inputs, wl: Obj) -> WhyContext:
+def _context(inp: Inputs) -> WhyContext:
     return WhyContext(
-        workload=wl,
         cluster_queues=inp.cluster_queues,
         local_queues=inp.local_queues,
         workloads=inp.workloads,

@@ -53,6 +53,10 @@ class WhyContext:
     cohorts: Sequence[Obj] = ()
     priority_classes: Sequence[Obj] = ()
     jobs: Sequence[Obj] = ()
+    # The scheduler's snapshots of this context, built once and shared by the per-node
+    # verdicts, the what-ifs and the root cause: by Workload (namespace/name), "*" for one with
+    # every pending Workload in it (the doctor explains several against it).
+    snapshots: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -35,7 +35,7 @@ from muster.controllers.insight.explain.facts import (
     Placement,
     WhyContext,
 )
-from muster.controllers.insight.usage import holds_quota
+from muster.controllers.insight.usage import holds_quota, is_pending
 
 if TYPE_CHECKING:
     from muster.controllers.scheduling.snapshot import Built
@@ -75,7 +75,7 @@ def placement(wl: Obj, ctx: WhyContext, simulate: bool = True) -> Placement | No
     None when the context carries no cluster, or the scheduler would not consider ``wl``."""
     if not ctx.nodes:
         return None
-    built = snapshot_of(ctx, workload_ref(wl), ctx.workloads, ctx.all_pods)
+    built = snapshot_of(ctx, workload_ref(wl))
     mine = _pending(built, workload_ref(wl))
     if mine is None:
         return None
@@ -146,7 +146,7 @@ def fits_when(wl: Obj, ctx: WhyContext, built: Built | None = None) -> FitsWhen:
     """What has to finish for ``wl`` to be admitted (the scheduler core decides each what-if).
     ``built`` is the snapshot of the context when the caller has one."""
     me = workload_ref(wl)
-    what_if = WhatIf(built or snapshot_of(ctx, me, ctx.workloads, ctx.all_pods), me)
+    what_if = WhatIf(built or snapshot_of(ctx, me), me)
     if what_if.admits(set()):
         return FitsWhen(
             fits_now=True,
@@ -177,14 +177,20 @@ def fits_when(wl: Obj, ctx: WhyContext, built: Built | None = None) -> FitsWhen:
     return FitsWhen(finishing=needed, message=f"fits when {names} finish{'es' if len(needed) == 1 else ''}")
 
 
-def snapshot_of(ctx: WhyContext, me: str, workloads: Sequence[Obj], pods: Sequence[Obj]) -> Built:
-    """The scheduler's snapshot of the cluster, with ``me`` the only Workload waiting."""
+def snapshot_of(ctx: WhyContext, me: str | None) -> Built:
+    """The scheduler's snapshot of the cluster with ``me`` waiting (None: every pending
+    Workload, a snapshot any of them can be explained against), built once per context."""
     import time
 
     from muster.controllers.scheduling.snapshot import build_snapshot
 
-    considered = [w for w in workloads if holds_quota(w) or workload_ref(w) == me]
-    return build_snapshot(
+    cached = ctx.snapshots.get(me or "*") or ctx.snapshots.get("*")
+    if cached is not None:
+        return cached
+    considered = [
+        w for w in ctx.workloads if holds_quota(w) or (is_pending(w) if me is None else workload_ref(w) == me)
+    ]
+    built = build_snapshot(
         nodes=ctx.nodes,
         flavors=ctx.flavors,
         topologies=ctx.topologies,
@@ -193,9 +199,11 @@ def snapshot_of(ctx: WhyContext, me: str, workloads: Sequence[Obj], pods: Sequen
         local_queues=ctx.local_queues,
         priority_classes=ctx.priority_classes,
         workloads=[dict(w) for w in considered],
-        pods=[dict(p) for p in pods],
+        pods=[dict(p) for p in ctx.all_pods],
         now=ctx.now if ctx.now is not None else time.time(),
     )
+    ctx.snapshots[me or "*"] = built
+    return built
 
 
 def workload_ref(obj: Obj) -> str:

@@ -22,21 +22,23 @@ or lost node takes no pods. :func:`root_cause` walks that step and names the fac
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from muster.api.conditions import condition, is_true
-from muster.api.quantity import Quantity, parse_quantity
+from muster.api.quantity import parse_quantity
 from muster.api.resources import gpu_demand
 from muster.controllers.insight.explain.facts import Explanation, Obj, RootCause, WhyContext
 from muster.controllers.insight.explain.placement import WhatIf, snapshot_of, workload_ref
 from muster.controllers.insight.usage import scheduler_amount, workload_requests
 from muster.controllers.nodes.health import GPU_UNHEALTHY_TAINT
-from muster.controllers.scheduling.defaults import MANAGED_ANNOTATION, default_cluster_queue, node_quota
+from muster.controllers.scheduling.defaults import MANAGED_ANNOTATION
+
+if TYPE_CHECKING:
+    from muster.scheduler import Node, ResourceGroup
 
 __all__ = ["gpu_repair_action", "no_gpus", "quota_from_nodes", "root_cause", "uncordon_action"]
 
@@ -70,11 +72,13 @@ def root_cause(wl: Obj, ex: Explanation, ctx: WhyContext) -> RootCause | None:
     candidates = _candidates(wl, ex, ctx)
     if not candidates or not trial.admits(candidates):
         return None
-    needed = list(candidates)
-    for repair in reversed(candidates):  # drop the least concrete first: the first kept is named
-        rest = [r for r in needed if r is not repair]
-        if rest and trial.admits(rest):
-            needed = rest
+    needed = next(([r] for r in candidates if len(candidates) > 1 and trial.admits([r])), None)
+    if needed is None:  # no fact alone: prune the set, dropping the least concrete first
+        needed = list(candidates)
+        for repair in reversed(candidates):
+            rest = [r for r in needed if r is not repair]
+            if rest and trial.admits(rest):
+                needed = rest
     first, *more = [_describe(r, needed, trial, ex, ctx) for r in needed]
     first.also = more
     return first
@@ -174,81 +178,114 @@ def _candidates(wl: Obj, ex: Explanation, ctx: WhyContext) -> list[_Repair]:
 
 class _Trial:
     """Asks the scheduler core whether the Workload is admitted once some facts are set right:
-    on the cluster as it is, or (``never``) with every admitted Workload gone."""
+    on the cluster as it is, or (``never``) with every admitted Workload gone. The facts are
+    set right on copies of the snapshot's nodes and queues, built once."""
 
     def __init__(self, wl: Obj, ctx: WhyContext, never: bool) -> None:
-        self.wl, self.ctx, self.never = wl, ctx, never
+        self.ctx, self.never = ctx, never
         self.me = workload_ref(wl)
         pending = (wl.get("status") or {}).get("pending") or {}
         self.shortfalls: list[Obj] = list((pending.get("details") or {}).get("shortfalls") or [])
-        self._base: Any = None
+        self.built = snapshot_of(ctx, self.me)
+        self.objects = {n["metadata"]["name"]: n for n in ctx.nodes}
+        self.from_nodes = {q["metadata"]["name"] for q in ctx.cluster_queues if quota_from_nodes(q)}
+        self._tree: Any = None
 
     def admits(self, repairs: Sequence[_Repair]) -> bool:
-        ctx = _repaired(self.ctx, repairs)
-        what_if = WhatIf(snapshot_of(ctx, self.me, ctx.workloads, ctx.all_pods), self.me)
+        snapshot = self.built.snapshot
+        nodes = {n.name: n for n in snapshot.nodes}
+        queues = {q.name: q for q in snapshot.cluster_queues}
+        cohorts = {c.name: c for c in snapshot.cohorts}
+        repaired_gpus = 0
+        for r in repairs:
+            if r.kind in _NODE_KINDS and r.name in nodes:
+                nodes[r.name], count = _repair_node(nodes[r.name], r.kind, self.objects[r.name])
+                repaired_gpus += count
+            elif r.owner == "ClusterQueue" and r.name in queues:
+                queues[r.name] = dataclasses.replace(
+                    queues[r.name], resource_groups=_with_limit(queues[r.name].resource_groups, r)
+                )
+            elif r.name in cohorts:
+                cohorts[r.name] = dataclasses.replace(
+                    cohorts[r.name], resource_groups=_with_limit(cohorts[r.name].resource_groups, r)
+                )
+        for name in self.from_nodes & set(queues) if repaired_gpus else ():
+            # The default queue's quota is the nodes' allocatable GPUs: the repaired ones add to it.
+            queues[name] = dataclasses.replace(
+                queues[name], resource_groups=_more_gpus(queues[name].resource_groups, repaired_gpus)
+            )
+        changed = dataclasses.replace(
+            snapshot,
+            nodes=list(nodes.values()),
+            cluster_queues=list(queues.values()),
+            cohorts=list(cohorts.values()),
+        )
+        what_if = WhatIf(dataclasses.replace(self.built, snapshot=changed), self.me)
         return what_if.admits(what_if.everyone() if self.never else set())
 
     def tree(self) -> Any:
         """The quota tree of the cluster as it is (for the numbers of a limit)."""
         from muster.scheduler.quota import QuotaTree
 
-        if self._base is None:
-            self._base = QuotaTree(snapshot_of(self.ctx, self.me, self.ctx.workloads, ()).snapshot)
-        return self._base
+        if self._tree is None:
+            self._tree = QuotaTree(self.built.snapshot)
+        return self._tree
 
 
-def _repaired(ctx: WhyContext, repairs: Sequence[_Repair]) -> WhyContext:
-    """The context with copies of the objects the repairs change, changed."""
-    nodes = {n["metadata"]["name"]: n for n in ctx.nodes}
-    queues = {q["metadata"]["name"]: q for q in ctx.cluster_queues}
-    cohorts = {c["metadata"]["name"]: c for c in ctx.cohorts}
-    for r in repairs:
-        if r.kind in _NODE_KINDS:
-            node = nodes[r.name] = copy.deepcopy(nodes[r.name])
-            _repair_node(node, r.kind)
-        else:
-            pool = queues if r.owner == "ClusterQueue" else cohorts
-            obj = pool[r.name] = copy.deepcopy(pool[r.name])
-            _set_limit(obj, r)
-    if any(r.kind == "GPUUnhealthy" for r in repairs):
-        quota = node_quota(nodes.values())
-        for name, q in list(queues.items()):
-            if quota_from_nodes(q):
-                queues[name] = {**q, "spec": default_cluster_queue(quota)["spec"]}
-    return dataclasses.replace(
-        ctx, nodes=list(nodes.values()), cluster_queues=list(queues.values()), cohorts=list(cohorts.values())
+def _repair_node(node: Node, kind: str, obj: Obj) -> tuple[Node, int]:
+    """The node with the fact set right, and how many whole GPUs that gives back."""
+    if kind == "NodeCordoned":
+        return dataclasses.replace(node, unschedulable=False), 0
+    if kind == "NodeNotReady":
+        return dataclasses.replace(node, ready=True), 0
+    healthy = list(node.gpu_healthy) or [True] * node.gpus
+    repaired = 0
+    for g in (obj.get("status") or {}).get("gpus") or []:
+        index = int(g.get("index", -1))
+        if g.get("health", "Healthy") != "Healthy" and not g.get("migMode") and 0 <= index < len(healthy):
+            healthy[index] = True
+            repaired += 1
+    taint = (GPU_UNHEALTHY_TAINT["key"], GPU_UNHEALTHY_TAINT["value"], GPU_UNHEALTHY_TAINT["effect"])
+    taints = tuple(t for t in node.taints if (t.key, t.value, t.effect) != taint)
+    return dataclasses.replace(node, gpu_healthy=tuple(healthy), taints=taints), repaired
+
+
+def _with_limit(groups: Sequence[ResourceGroup], r: _Repair) -> list[ResourceGroup]:
+    """The resource groups with ``r``'s limit lifted (or set to ``r.value``)."""
+    from muster.scheduler import to_units
+
+    units = None if r.value is None else to_units(r.resource, r.value)
+    field = "borrowing_limit" if r.kind == "BorrowingLimit" else "lending_limit"
+    return _quotas(
+        groups,
+        lambda flavor, res, q: (
+            dataclasses.replace(q, **{field: units}) if (flavor, res) == (r.flavor, r.resource) else q
+        ),
     )
 
 
-def _repair_node(node: dict[str, Any], kind: str) -> None:
-    spec, status = node.setdefault("spec", {}), node.setdefault("status", {})
-    if kind == "NodeCordoned":
-        spec["unschedulable"] = False
-    elif kind == "NodeNotReady":
-        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
-        status["conditions"].append({"type": "Ready", "status": "True"})
-    else:
-        repaired = 0
-        for g in status.get("gpus") or []:
-            if g.get("health", "Healthy") != "Healthy":
-                g["health"] = "Healthy"
-                g.pop("healthReason", None)
-                repaired += int(not g.get("migMode"))
-        spec["taints"] = [t for t in spec.get("taints") or [] if t != GPU_UNHEALTHY_TAINT]
-        allocatable = status.setdefault("allocatable", {})
-        if repaired:
-            allocatable[GPU] = str(parse_quantity(allocatable.get(GPU, "0")) + Quantity(repaired))
+def _more_gpus(groups: Sequence[ResourceGroup], gpus: int) -> list[ResourceGroup]:
+    from muster.scheduler import GPU_MILLI
+
+    return _quotas(
+        groups,
+        lambda _f, res, q: dataclasses.replace(q, nominal=q.nominal + gpus * GPU_MILLI) if res == GPU else q,
+    )
 
 
-def _set_limit(obj: dict[str, Any], r: _Repair) -> None:
-    field = "borrowingLimit" if r.kind == "BorrowingLimit" else "lendingLimit"
-    for entry in _entries(obj):
-        flavor, item = entry
-        if flavor == r.flavor and item.get("name") == r.resource:
-            if r.value is None:
-                item.pop(field, None)
-            else:
-                item[field] = r.value
+def _quotas(groups: Sequence[ResourceGroup], change: Callable[[str, str, Any], Any]) -> list[ResourceGroup]:
+    from muster.scheduler import FlavorQuotas
+
+    return [
+        dataclasses.replace(
+            g,
+            flavors=[
+                FlavorQuotas(f.name, {res: change(f.name, res, q) for res, q in f.resources.items()})
+                for f in g.flavors
+            ],
+        )
+        for g in groups
+    ]
 
 
 # -- the facts, described --------------------------------------------------------------------
