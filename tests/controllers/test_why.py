@@ -366,3 +366,44 @@ def test_root_cause_a_node_that_stopped_answering(make):
         "bring node n2 back: check the machine and the muster runtime on it (muster up there); "
         "a node gone for good: muster delete node n2"
     )
+
+
+def test_root_cause_a_borrowing_limit_of_a_parent_cohort(make):
+    """Cohort research (team-a's) may borrow nothing from org, where team-x leaves 3 GPUs idle."""
+    h = make(nodes={"node-0": 4})
+    research = {
+        "apiVersion": "muster.dev/v1",
+        "kind": "Cohort",
+        "metadata": {"name": "research"},
+        "spec": {
+            "parentName": "org",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "default",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "0"}
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    other = cluster_queue(
+        "team-x", {"default": {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": "3"}}, cohort="org"
+    )
+    h.apply(research, *cohort_queue("team-a", "1"), other, local_queue("team-x", "team-x"))
+    ex = waiting(h, "train", "ExceedsMaxQuota", workers=2, gpus=1, queueName="team-a")
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("BorrowingLimit", "cohort/research")
+    assert first_cause(ex).startswith(
+        "Cohort research's borrowingLimit of 0 nvidia.com/gpu (flavor default) forbids borrowing the 3 idle "
+        "in cohort org"
+    )
+    assert ex.unblock[0] == (
+        "raise borrowingLimit of nvidia.com/gpu in flavor default of Cohort research from 0 to at least 1 "
+        "(or remove it)"
+    )

@@ -18,6 +18,7 @@ from muster.controllers.insight.explain import Explanation, WhyContext, explain,
 from muster.controllers.insight.explain.facts import pod_facts
 from muster.controllers.insight.explain.pending import queue_time
 from muster.controllers.insight.explain.placement import snapshot_of
+from muster.controllers.insight.explain.rootcause import REASONS
 from muster.controllers.insight.findings import (
     Finding,
     Inputs,
@@ -32,13 +33,6 @@ from muster.controllers.insight.usage import is_pending
 __all__ = ["blocked", "failed"]
 
 _EXPLAINED = 8  # kinds of waiting Workload explained per scan (each runs the scheduler's what-ifs)
-_REASONS = (
-    "ExceedsMaxQuota",
-    "QuotaExhausted",
-    "InsufficientResources",
-    "GangIncomplete",
-    "TopologyUnsatisfiable",
-)
 
 
 def failed(inp: Inputs, _t: Thresholds) -> list[Finding]:
@@ -97,7 +91,7 @@ def blocked(inp: Inputs, _t: Thresholds) -> list[Finding]:
     groups: dict[str, list[Obj]] = {}
     for wl in sorted(inp.workloads, key=lambda w: (queue_time(w), object_ref(w))):
         pending = (wl.get("status") or {}).get("pending") or {}
-        if is_pending(wl) and pending.get("reason") in _REASONS:
+        if is_pending(wl) and pending.get("reason") in REASONS:
             groups.setdefault(_shape(wl), []).append(wl)
     found: dict[tuple[str, str], _Blocked] = {}
     shared = _context(inp)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from muster.api.conditions import condition, is_true
+from muster.api.labels import DRAIN_ANNOTATION
 from muster.api.quantity import parse_quantity
 from muster.api.resources import gpu_demand
 from muster.controllers.insight.explain.facts import Explanation, Obj, RootCause, WhyContext
@@ -40,11 +41,11 @@ from muster.controllers.scheduling.defaults import MANAGED_ANNOTATION
 if TYPE_CHECKING:
     from muster.scheduler import Node, ResourceGroup
 
-__all__ = ["gpu_repair_action", "no_gpus", "quota_from_nodes", "root_cause", "uncordon_action"]
+__all__ = ["REASONS", "gpu_repair_action", "no_gpus", "quota_from_nodes", "root_cause", "uncordon_action"]
 
 GPU = "nvidia.com/gpu"
 # Pending reasons whose constraint a node fault or a quota limit can set.
-_REASONS = (
+REASONS = (
     "ExceedsMaxQuota",
     "QuotaExhausted",
     "InsufficientResources",
@@ -52,7 +53,7 @@ _REASONS = (
     "TopologyUnsatisfiable",
 )
 _QUOTA_REASONS = ("ExceedsMaxQuota", "QuotaExhausted")
-_MAX_NODES = 16  # nodes out of service tried, those with the most GPUs first
+_MAX_NODES = 16  # node faults tried: unhealthy GPUs, then lost, then cordoned nodes, most GPUs first
 _NODE_KINDS = ("GPUUnhealthy", "NodeNotReady", "NodeCordoned")
 _XID = re.compile(r"\bXID (\d+)")
 
@@ -61,7 +62,7 @@ def root_cause(wl: Obj, ex: Explanation, ctx: WhyContext) -> RootCause | None:
     """The fact behind ``ex``'s blocker (``ex`` filled by :func:`.pending.fill_pending` with its
     reason, details and, for room on the nodes, the what-if), or None when the scheduler's own
     reason is the whole story."""
-    if ex.reason not in _REASONS or not ctx.nodes:
+    if ex.reason not in REASONS or not ctx.nodes:
         return None
     if ex.fits_when is not None and ex.fits_when.fits_now:
         return None  # it waits only for the Workloads ahead of it
@@ -146,7 +147,7 @@ class _Repair:
 
 def _candidates(wl: Obj, ex: Explanation, ctx: WhyContext) -> list[_Repair]:
     out: list[_Repair] = []
-    for node in sorted(ctx.nodes, key=lambda n: (-_gpu_count(n), n["metadata"]["name"]))[:_MAX_NODES]:
+    for node in sorted(ctx.nodes, key=lambda n: (-_gpu_count(n), n["metadata"]["name"])):
         name = node["metadata"]["name"]
         if _unhealthy(node):
             out.append(_Repair("GPUUnhealthy", name))
@@ -154,7 +155,7 @@ def _candidates(wl: Obj, ex: Explanation, ctx: WhyContext) -> list[_Repair]:
             out.append(_Repair("NodeNotReady", name))
         if (node.get("spec") or {}).get("unschedulable"):
             out.append(_Repair("NodeCordoned", name))
-    out.sort(key=lambda r: _NODE_KINDS.index(r.kind))
+    out = sorted(out, key=lambda r: _NODE_KINDS.index(r.kind))[:_MAX_NODES]
     cq = next((q for q in ctx.cluster_queues if q["metadata"]["name"] == _cq_name(ex)), None)
     if cq is None:
         return out
@@ -338,7 +339,7 @@ def _node_cause(kind: str, node: Obj, ex: Explanation, ctx: WhyContext) -> RootC
             {"node": name, "gpus": gpus, "ready": ready.get("status", "Unknown")},
             since,
         )
-    drained = ((node.get("metadata") or {}).get("annotations") or {}).get("muster.dev/drain")
+    drained = ((node.get("metadata") or {}).get("annotations") or {}).get(DRAIN_ANNOTATION)
     return RootCause(
         kind,
         f"node/{name}",
@@ -371,14 +372,21 @@ def _limit_cause(r: _Repair, others: list[_Repair], trial: _Trial, ex: Explanati
         "used": amount(used),
     }
     if r.kind == "BorrowingLimit":
+        # What the cohort holds for others: its available quota less this node's own unused part.
         local = node.local_quota(fr)
-        own_unused = max(0, node.subtree.get(fr, 0) - local - max(0, used - local))
+        stored = node.subtree.get(fr, 0) - local
+        own_unused = max(0, stored - max(0, used - local))
         idle = max(0, tree.available(node.parent, fr) - own_unused) if node.parent is not None else 0
         numbers["idleInCohort"] = amount(idle)
+        if idle:
+            what = f"the {amount(idle)} idle in cohort {parent}"
+        else:
+            lendable = max(0, tree.potential_available(node.parent, fr) - stored) if node.parent else 0
+            what = f"from cohort {parent}, which could lend {amount(lendable)}"
         asked = next((int(s["requested"]) for s in trial.shortfalls if _fr(s) == fr), None)
         message = (
             f"{owner}'s borrowingLimit of {amount(limit)} {res} (flavor {r.flavor}) forbids borrowing "
-            f"the {amount(idle)} idle in cohort {parent}: it has nominal {amount(nominal)}"
+            f"{what}: it has nominal {amount(nominal)}"
             + (f" and the job asks for {amount(asked)}" if asked is not None else "")
         )
     else:
@@ -386,7 +394,8 @@ def _limit_cause(r: _Repair, others: list[_Repair], trial: _Trial, ex: Explanati
         numbers["keptIdle"] = amount(kept)
         message = (
             f"{owner} lends at most {amount(limit)} of its {amount(nominal)} {res} (flavor {r.flavor}, "
-            f"lendingLimit) to cohort {parent} and keeps the {amount(kept)} it leaves idle for itself"
+            f"lendingLimit) to cohort {parent}"
+            + (f" and keeps the {amount(kept)} it leaves idle for itself" if kept else "")
         )
     raise_to = _enough(r, limit, others, trial)
     target = f"from {amount(limit)} to at least {raise_to} (or remove it)" if raise_to else "(or remove it)"
