@@ -41,6 +41,10 @@ _NODES_SHOWN = 4
 # Reasons that are about room on the nodes: the per-node verdicts and the what-if explain them.
 _CAPACITY = ("InsufficientResources", "GangIncomplete", "TopologyUnsatisfiable", "QuotaExhausted")
 _HOLDERS_SHOWN = 5
+_NEVER_HINT = (
+    "it can never fit as the cluster is: ask for less per pod or fewer pods, or add nodes that can hold "
+    "its pods (see the per-node reasons)"
+)
 
 
 def queue_facts(wl: Obj, ctx: WhyContext, admitted: bool = False) -> QueueFacts:
@@ -142,7 +146,8 @@ def fill_pending(ex: Explanation, wl: Obj, cq: Obj | None, ctx: WhyContext) -> N
         # The fact first, the scheduler's reason after it as its consequence.
         cause = ex.root_cause
         head = f"{cause.message}; so {ex.reason}"
-        ex.unblock = [cause.action, *(c.action for c in cause.also), *ex.unblock]
+        rest = [h for h in ex.unblock if h != _NEVER_HINT]  # it fits once the cause is set right
+        ex.unblock = [cause.action, *(c.action for c in cause.also), *rest]
     ex.summary = f"{ex.ref} is waiting{where}: {head}" + (f": {ex.blocker}" if ex.blocker else "")
     _queue_hints(ex, wl, cq)
     requeued = condition(wl, "Requeued")
@@ -216,10 +221,7 @@ def _placement_hints(ex: Explanation) -> list[str]:
     if ex.fits_when is not None and ex.fits_when.message and not ex.fits_when.never:
         hints.append(ex.fits_when.message)
     if ex.fits_when is not None and ex.fits_when.never:
-        hints.append(
-            "it can never fit as the cluster is: ask for less per pod or fewer pods, or add nodes that can "
-            "hold its pods (see the per-node reasons)"
-        )
+        hints.append(_NEVER_HINT)
     if ex.fragmentation is not None and ex.fragmentation.fragmented:
         frag = ex.fragmentation
         hints.append(
@@ -276,7 +278,7 @@ def _exceeds_hint(s: Mapping[str, Any], cq_name: str | None, from_nodes: bool) -
     else:
         more = f"raise the quota of flavor {s['flavor']} in ClusterQueue {cq_name} or its cohort"
     if not int(s["maximum"]):
-        return more[0].upper() + more[1:] + f" (no {res} now)"
+        return f"{more} (no {res} now)"
     most, asked = scheduler_amount(res, s["maximum"]), scheduler_amount(res, s["requested"])
     return f"lower its {res} request to at most {most} (it asks for {asked}), or {more}"
 
