@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     doctor_restarts: int | None = Field(
         default=None, description="Gang restarts of an active job that make a restart loop (3)."
     )
+    shim_zygote: bool = Field(
+        default=True,
+        description="Start container shims by forking one pre-loaded process (a zygote) instead of "
+        "a Python interpreter per container (docs/runtime-local.md, 'The shim').",
+    )
 
     @property
     def db_path(self) -> Path:
