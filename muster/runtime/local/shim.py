@@ -60,7 +60,8 @@ RELAYED_SIGNALS = (
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 OOM_EXIT_CODE = 137
 _OWNER_CHECK = 0.5  # seconds between looks at the owner (--owner)
-_USAGE = """usage: python -m muster.runtime.local.shim [-h] [--notify-fd N] [--owner PID:START] pod_dir container
+_USAGE = """usage: python -m muster.runtime.local.shim [-h] [--notify-fd N] [--owner PID:START]
+                                           pod_dir container
 
   pod_dir              the pod's state directory
   container            the container's name
@@ -99,7 +100,7 @@ def command(pod_dir: Path | str, container: str, *options: str) -> list[str]:
 
 def _parse(argv: list[str]) -> tuple[str, str, int | None, str | None]:
     # Not argparse: it imports re, gettext and more, a cost paid by every container start.
-    usage = _USAGE.split("\n", 1)[0]
+    usage = "\n".join(_USAGE.split("\n", 2)[:2])
     if "-h" in argv or "--help" in argv:
         print(_USAGE)
         raise SystemExit(0)
