@@ -29,6 +29,7 @@ from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
+from muster.api.serving import InferenceService
 from muster.api.trainingjob import TrainingJob
 from muster.api.workflow import Workflow
 from muster.api.workload import Workload
@@ -93,6 +94,7 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True),
     _info(Workflow, "workflows", ("wf",), namespaced=True),
     _info(CacheEntry, "cacheentries", ("ce",), namespaced=True),
+    _info(InferenceService, "inferenceservices", ("isvc",), namespaced=True),
     _info(Workload, "workloads", ("wl",), namespaced=True),
     _info(Pod, "pods", ("po",), namespaced=True),
     _info(Event, "events", ("ev",), namespaced=True),

@@ -1,0 +1,1 @@
+"""The serving gateway (placeholder docstring, replaced below)."""
