@@ -316,9 +316,11 @@ class Manager:
                 (s["metadata"].get("namespace") or "", s["metadata"]["name"])
                 for s in ctx.cache.list("InferenceService")
             }
+        self.serving.created = 0
         self._reconcile_services(services)
         self._reconcile_workloads(changed, full)
-        if self._scheduling_needed(changed, full):
+        # a replica created this pass (a scale-up from zero waits on it) is placed in this pass too
+        if self._scheduling_needed(changed, full) or self.serving.created:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))

@@ -96,6 +96,7 @@ class ServingController:
         self.readings: dict[tuple[str, str, str], RevisionLoad] = {}
         self.next_tick: dict[Key, float] = {}
         self._pushed: dict[Key, Route] | None = None
+        self.created = 0  # replica Workloads created since the manager last reset it
 
     def attach(self, dataplane: DataPlane, url: str) -> None:
         """Serve through ``dataplane`` (the gateway at ``url``) from now on."""
@@ -334,6 +335,7 @@ class _Pass:
                 priority_class=self.spec.get("priorityClassName"),
             )
             if self.ctx.create(wl) is not None:
+                self.ctl.created += 1
                 self.events.append(EventSpec("Normal", "ReplicaCreated", f"{name} (revision {rev['name']})"))
         if missing < 0:
             for v in _victims(active, -missing):
