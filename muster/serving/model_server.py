@@ -177,61 +177,75 @@ class ModelServer:
             await self._generate(req, path == "/v1/chat/completions", send)
 
     async def _generate(self, req: dict[str, Any], chat: bool, send: Send) -> None:
-        from muster.serving.tinylm import GenRequest, tokenize
-
-        prompt = _chat_prompt(req["messages"]) if chat else _text_prompt(req.get("prompt", ""))
-        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
-        if max_tokens < 1:
-            await send_error(send, 400, "max_tokens must be >= 1", param="max_tokens")
-            return
-        stream = bool(req.get("stream"))
-        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        gen = GenRequest(
-            prompt=tokenize(prompt),
-            max_tokens=max_tokens,
-            temperature=float(req.get("temperature", 1.0) if req.get("temperature") is not None else 1.0),
-            seed=req.get("seed"),
-            emit=lambda kind, value: loop.call_soon_threadsafe(events.put_nowait, (kind, value)),
-        )
-        self.engine.submit(gen)
-        ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        base = {"id": ident, "created": int(time.time()), "model": req["model"]}
-        try:
-            if stream:
+        if bool(req.get("stream")):
+            gen, events, base = self._submit(req, chat)
+            try:
                 await self._stream(base, chat, gen, events, send, req)
-            else:
-                await self._whole(base, chat, gen, events, send)
-        except BaseException:
-            gen.cancelled.set()  # the client went away: stop generating for it
-            raise
+            except BaseException:
+                gen.cancelled.set()  # the client went away: stop generating for it
+                raise
+            return
+        try:
+            out = await self.complete(req, chat)
+        except ValueError as exc:
+            await send_error(send, 400, str(exc))
+            return
+        except RuntimeError as exc:
+            await send_error(send, 500, str(exc))
+            return
+        await send_json(send, 200, out)
 
-    async def _whole(
-        self, base: dict[str, Any], chat: bool, gen: Any, events: asyncio.Queue, send: Send
-    ) -> None:
+    async def complete(self, req: dict[str, Any], chat: bool = False) -> dict[str, Any]:
+        """A whole (not streamed) completion or chat completion: the reply's JSON object. Raises
+        ValueError for a bad request, RuntimeError when the engine fails. (The Ray Serve side of
+        benchmarks/serving_gateway.py serves the same function.)"""
+        gen, events, base = self._submit(req, chat)
         parts: list[str] = []
-        while True:
-            kind, value = await events.get()
-            if kind == "token":
-                parts.append(value)
-            elif kind == "error":
-                await send_error(send, 500, value)
-                return
-            else:
-                break
+        try:
+            while True:
+                kind, value = await events.get()
+                if kind == "token":
+                    parts.append(value)
+                elif kind == "error":
+                    raise RuntimeError(value)
+                else:
+                    break
+        except BaseException:
+            gen.cancelled.set()
+            raise
         text = "".join(parts)
         choice: dict[str, Any] = {"index": 0, "finish_reason": value.get("finish_reason", "length")}
         if chat:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice.update(text=text, logprobs=None)
-        out = {
+        return {
             **base,
             "object": "chat.completion" if chat else "text_completion",
             "choices": [choice],
             "usage": _usage(gen),
         }
-        await send_json(send, 200, out)
+
+    def _submit(self, req: dict[str, Any], chat: bool) -> tuple[Any, asyncio.Queue, dict[str, Any]]:
+        from muster.serving.engine import GenRequest, tokenize
+
+        prompt = _chat_prompt(req["messages"]) if chat else _text_prompt(req.get("prompt", ""))
+        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+        events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        temperature = req.get("temperature")
+        gen = GenRequest(
+            prompt=tokenize(prompt),
+            max_tokens=max_tokens,
+            temperature=1.0 if temperature is None else float(temperature),
+            seed=req.get("seed"),
+            emit=lambda kind, value: loop.call_soon_threadsafe(events.put_nowait, (kind, value)),
+        )
+        self.engine.submit(gen)
+        ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        return gen, events, {"id": ident, "created": int(time.time()), "model": req["model"]}
 
     async def _stream(
         self,
@@ -295,7 +309,7 @@ class ModelServer:
         await send_json(send, 200, {"object": "list", "data": data, "model": req["model"], "usage": usage})
 
     async def _embed_one(self, text: str) -> dict[str, Any]:
-        from muster.serving.tinylm import GenRequest, tokenize
+        from muster.serving.engine import GenRequest, tokenize
 
         loop = asyncio.get_running_loop()
         done: asyncio.Future[dict[str, Any]] = loop.create_future()
@@ -321,7 +335,7 @@ class ModelServer:
         except (ValueError, KeyError, IndexError, TypeError):
             await send_json(send, 400, {"error": "expected inputs[0].data holding the prompt text (BYTES)"})
             return
-        from muster.serving.tinylm import GenRequest, tokenize
+        from muster.serving.engine import GenRequest, tokenize
 
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -402,6 +416,32 @@ def _v2_metadata(name: str) -> dict[str, Any]:
     }
 
 
+class EchoEngine:
+    """The engine's interface without a model: each request gets ``max_tokens`` letters at once."""
+
+    def __init__(self) -> None:
+        from muster.serving.engine import EngineStats
+
+        self.stats = EngineStats()
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def warm_up(self) -> None:
+        pass
+
+    def submit(self, req: Any) -> None:
+        self.stats.requests += 1
+        self.stats.prompt_tokens += len(req.prompt)
+        for _ in range(req.max_tokens):
+            req.generated.append(ord("a"))
+            req.emit("token", "a")
+        req.emit("done", {"finish_reason": "length", "completion_tokens": req.max_tokens})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m muster.serving.model_server", description=__doc__.split("\n")[0]
@@ -421,24 +461,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-running", type=int, default=8, help="Requests stepped at once; more wait.")
     parser.add_argument("--threads", type=int, default=1, help="Torch threads.")
     parser.add_argument("--load-seconds", type=float, default=0.0, help="Pretend loading takes this long.")
+    parser.add_argument(
+        "--echo",
+        action="store_true",
+        help="No model: answer every request at once with a fixed text (to measure what is in front).",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
 
-    import torch
     import uvicorn
 
-    from muster.serving.tinylm import Engine, ModelConfig, TinyLM
-
-    torch.set_num_threads(args.threads)
     names = (
         args.model_name
         or [n for n in os.environ.get("MUSTER_MODEL_NAMES", "").split(",") if n]
         or ["tiny-llm"]
     )
-    model = TinyLM(ModelConfig(layers=args.layers, d_model=args.d_model, d_ff=4 * args.d_model))
-    server = ModelServer(
-        names, Engine(model, cache_blocks=args.cache_blocks, max_running=args.max_running), args.load_seconds
-    )
+    if args.echo:
+        engine: Any = EchoEngine()
+    else:
+        import torch
+
+        from muster.serving.tinylm import Engine, ModelConfig, TinyLM
+
+        torch.set_num_threads(args.threads)
+        model = TinyLM(ModelConfig(layers=args.layers, d_model=args.d_model, d_ff=4 * args.d_model))
+        engine = Engine(model, cache_blocks=args.cache_blocks, max_running=args.max_running)
+    server = ModelServer(names, engine, args.load_seconds)
     server.started = started
     uvicorn.run(
         server,

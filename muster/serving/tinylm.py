@@ -20,18 +20,18 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["BLOCK", "Engine", "EngineStats", "GenRequest", "ModelConfig", "PrefixCache", "TinyLM", "tokenize"]
+from muster.serving.engine import EOS, EngineStats, GenRequest, detokenize, tokenize
+
+__all__ = ["BLOCK", "Engine", "ModelConfig", "PrefixCache", "TinyLM"]
 
 BLOCK = 16  # tokens per prefix-cache block
 _PRINTABLE = torch.arange(32, 127)
-EOS = 256
 _NOTHING: Any = object()
 
 
@@ -44,14 +44,6 @@ class ModelConfig:
     max_context: int = 4096
     vocab: int = 257  # 256 bytes + EOS
     seed: int = 0
-
-
-def tokenize(text: str) -> list[int]:
-    return list(text.encode("utf-8"))
-
-
-def detokenize(tokens: list[int]) -> str:
-    return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
 
 
 # KV of one sequence: per layer a (keys, values) pair, each [heads, tokens, head_dim].
@@ -164,39 +156,6 @@ class PrefixCache:
     @property
     def usage(self) -> float:
         return len(self._blocks) / self.capacity if self.capacity else 0.0
-
-
-@dataclass
-class GenRequest:
-    """One generation (or embedding) asked of the engine. ``emit`` is called on the engine's
-    thread with each event: ``("token", text)``, ``("done", info)`` or ``("error", message)``."""
-
-    prompt: list[int]
-    max_tokens: int
-    temperature: float
-    emit: Callable[[str, Any], None]
-    embed: bool = False
-    seed: int | None = None
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    # engine state
-    kv: KV | None = None
-    generated: list[int] = field(default_factory=list)
-    cached_tokens: int = 0
-    next_logits: torch.Tensor | None = None
-    enqueued: float = field(default_factory=time.monotonic)
-    generator: torch.Generator | None = None
-
-
-@dataclass
-class EngineStats:
-    running: int = 0
-    waiting: int = 0
-    requests: int = 0
-    prompt_tokens: int = 0
-    generation_tokens: int = 0
-    prefix_queries: int = 0  # prompt tokens looked up in the prefix cache
-    prefix_hits: int = 0  # of those, found
-    cache_usage: float = 0.0
 
 
 class Engine:
