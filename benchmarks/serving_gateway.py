@@ -190,32 +190,36 @@ def main() -> None:
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args()
-    print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
+    print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)", flush=True)
+    ours = {}
     with tempfile.TemporaryDirectory(prefix="muster-bench-") as tmp:
         extra = ["--fake-gpus", "2", "--log-level", "warning"]
         with MusterUp(Path(tmp), extra_args=extra) as up, Client(up.url, up.token, timeout=60) as client:
             if not args.skip_overhead:
                 overhead(up, client, args.seconds)
-            print(
-                f"== side by side with Ray Serve: {args.replicas} replicas of the same model ==", flush=True
-            )
-            ours = muster_side(up, client, args.replicas, args.seconds)
+            for engine in ENGINES:
+                print(f"== Muster: {args.replicas} replicas, {engine} ==", flush=True)
+                ours[engine] = muster_side(up, client, args.replicas, args.seconds, engine)
     if args.skip_ray:
         return
-    theirs = ray_side(args.replicas, args.seconds)
-    if theirs is None:
-        return
-    (m_most, m_steady), (r_most, r_steady) = ours, theirs
     from serving_load import pct
 
-    tput = m_most.rps / r_most.rps if r_most.rps else float("inf")
-    p99 = pct(r_steady.latencies, 99) / pct(m_steady.latencies, 99)
-    print(
-        f"ratio Muster/Ray Serve: throughput {tput:.1f}x ({m_most.rps:.0f} vs {r_most.rps:.0f} req/s); "
-        f"p99 at 100/s {p99:.1f}x lower ({pct(m_steady.latencies, 99) * 1000:.1f} vs "
-        f"{pct(r_steady.latencies, 99) * 1000:.1f} ms); failures {m_steady.failed + m_most.failed} vs "
-        f"{r_steady.failed + r_most.failed}"
-    )
+    for engine in ENGINES:
+        print(f"== Ray Serve: {args.replicas} replicas, {engine} ==", flush=True)
+        theirs = ray_side(args.replicas, args.seconds, engine)
+        if theirs is None:
+            return
+        (m_most, m_steady), (r_most, r_steady) = ours[engine], theirs
+        tput = m_most.rps / r_most.rps if r_most.rps else float("inf")
+        p99 = pct(r_steady.latencies, 99) / pct(m_steady.latencies, 99)
+        print(
+            f"ratio Muster/Ray Serve ({engine}): throughput {tput:.1f}x ({m_most.rps:.0f} vs "
+            f"{r_most.rps:.0f} req/s); p99 at 100/s {p99:.1f}x lower "
+            f"({pct(m_steady.latencies, 99) * 1000:.1f} vs {pct(r_steady.latencies, 99) * 1000:.1f} ms); "
+            f"failures {m_steady.failed + m_most.failed} vs {r_steady.failed + r_most.failed}",
+            flush=True,
+        )
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from typing import Any
 
 from muster.gateway.asgi import Receive, Scope, Send, error_body, header, read_body, send_error, send_json
 from muster.gateway.metrics import GatewayMetrics
+from muster.gateway.probe import probe_loop
 from muster.gateway.routing import RequestKey, Router, request_key
 from muster.gateway.table import (
     Backend,
@@ -73,9 +74,6 @@ _HOP_HEADERS = frozenset(
     }
 )
 _RETRY_STATUSES = frozenset({502, 503, 504})
-_PROBE_STARTING = 0.02
-_PROBE_READY = 1.0
-_PROBE_FAILURES = 3  # consecutive failed probes that take a ready replica out of routing
 
 
 class Rejected(Exception):
@@ -105,7 +103,6 @@ class Gateway:
         self._pending: list[Route] | None = None
         self._prober: asyncio.Task[None] | None = None
         self._wake_prober: asyncio.Event | None = None
-        self._probes: set[asyncio.Task[None]] = set()
 
     # -- the control plane's side (any thread) ---------------------------------------------------
 
@@ -186,7 +183,7 @@ class Gateway:
         """Start the prober on the running loop (the ASGI lifespan does it)."""
         self.loop = asyncio.get_running_loop()
         self._wake_prober = asyncio.Event()
-        self._prober = self.loop.create_task(self._probe_loop())
+        self._prober = self.loop.create_task(probe_loop(self, self._wake_prober))
         if self._pending is not None:
             self._apply(self._pending)
             self._pending = None
@@ -476,7 +473,7 @@ class Gateway:
         rev.inflight -= 1
         svc = self.services.get(rev.service_key)
         if svc is not None:
-            self._dispatch(svc, rev)
+            self.dispatch(svc, rev)
 
     def _others(self, rev: RevisionState, excluded: set[str]) -> bool:
         return any(r.ident not in excluded and not r.gone for r in rev.replicas.values())
@@ -489,7 +486,7 @@ class Gateway:
             if self._wake_prober is not None:
                 self._wake_prober.set()
 
-    def _dispatch(self, svc: ServiceState, rev: RevisionState) -> None:
+    def dispatch(self, svc: ServiceState, rev: RevisionState) -> None:
         """Hand held requests to replicas that can take them, oldest first."""
         while rev.waiters:
             waiter = rev.waiters[0]
@@ -557,63 +554,12 @@ class Gateway:
                 rev.router.forget(gone)
                 self.pool.forget(state.backend.host, state.backend.port)
             rev.router.set_members(rev.members())
-            self._dispatch(svc, rev)
+            self.dispatch(svc, rev)
         for name in [n for n in svc.revisions if n not in wanted]:
             rev = svc.revisions.pop(name)
             for waiter in rev.waiters:
                 if not waiter.future.done():
                     waiter.future.set_exception(Rejected(503, f"revision {name} was retired", "retired", 1))
-
-    # -- readiness probes ------------------------------------------------------------------------------
-
-    async def _probe_loop(self) -> None:
-        assert self._wake_prober is not None
-        loop = asyncio.get_running_loop()
-        while True:
-            now = time.monotonic()
-            nearest = now + _PROBE_READY
-            for svc in list(self.services.values()):
-                for rev in list(svc.revisions.values()):
-                    for r in list(rev.replicas.values()):
-                        if r.next_probe <= now and not r.probing:
-                            r.probing = True
-                            r.next_probe = now + (_PROBE_READY if r.routable else _PROBE_STARTING)
-                            task = loop.create_task(self._probe(svc, rev, r))
-                            self._probes.add(task)
-                            task.add_done_callback(self._probes.discard)
-                        nearest = min(nearest, r.next_probe)
-            self._wake_prober.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake_prober.wait(), max(0.001, nearest - time.monotonic()))
-
-    async def _probe(self, svc: ServiceState, rev: RevisionState, r: ReplicaState) -> None:
-        b = r.backend
-        ok = False
-        try:
-            async with asyncio.timeout(1.0):
-                response = await self.pool.request(b.host, b.port, "GET", b.readiness_path.encode(), [])
-                await response.read()
-                response.release()
-                ok = response.status == 200
-        except (Failed, TimeoutError):
-            ok = False
-        finally:
-            r.probing = False
-        if r.gone or r.backend is not b:
-            return
-        was = r.routable
-        if ok:
-            r.probe_failures = 0
-            r.ready, r.down = True, False
-        else:
-            r.probe_failures += 1
-            if not r.ready or r.probe_failures >= _PROBE_FAILURES:
-                r.ready = False
-        if r.routable != was:
-            rev.router.set_members(rev.members())
-            if r.routable:
-                self._dispatch(svc, rev)
-            self.poke(svc.route.namespace, svc.route.name)
 
     def _gauges(self) -> Iterable[tuple[str, str, str, int, int]]:
         for (ns, name), svc in list(self.services.items()):

@@ -230,7 +230,8 @@ class ModelServer:
         from muster.serving.engine import GenRequest, tokenize
 
         prompt = _chat_prompt(req["messages"]) if chat else _text_prompt(req.get("prompt", ""))
-        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        asked = req.get("max_tokens", req.get("max_completion_tokens"))
+        max_tokens = 16 if asked is None else int(asked)
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -417,12 +418,14 @@ def _v2_metadata(name: str) -> dict[str, Any]:
 
 
 class EchoEngine:
-    """The engine's interface without a model: each request gets ``max_tokens`` letters at once."""
+    """The engine's interface without a model: each request gets ``max_tokens`` letters, at once
+    or after ``delay`` seconds (a stand-in for work that takes time but no CPU)."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         from muster.serving.engine import EngineStats
 
         self.stats = EngineStats()
+        self.delay = delay
 
     def start(self) -> None:
         pass
@@ -436,6 +439,15 @@ class EchoEngine:
     def submit(self, req: Any) -> None:
         self.stats.requests += 1
         self.stats.prompt_tokens += len(req.prompt)
+        if self.delay > 0:
+            self.stats.running += 1
+            asyncio.get_running_loop().call_later(self.delay, self._answer, req)
+        else:
+            self._answer(req)
+
+    def _answer(self, req: Any) -> None:
+        if self.delay > 0:
+            self.stats.running -= 1
         for _ in range(req.max_tokens):
             req.generated.append(ord("a"))
             req.emit("token", "a")
@@ -466,6 +478,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="No model: answer every request at once with a fixed text (to measure what is in front).",
     )
+    parser.add_argument(
+        "--echo-delay", type=float, default=0.0, help="With --echo: answer after this many seconds."
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
 
@@ -477,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
         or ["tiny-llm"]
     )
     if args.echo:
-        engine: Any = EchoEngine()
+        engine: Any = EchoEngine(args.echo_delay)
     else:
         import torch
 

@@ -123,7 +123,9 @@ def status(h: Harness, name: str = "llm") -> Obj:
 
 
 def test_a_replica_is_a_workload_admitted_through_the_queue_and_a_bound_pod(h):
-    h.apply(isvc())
+    spec = isvc()
+    spec["spec"]["predictor"]["containers"][0]["env"] = [{"name": "LISTEN", "value": "$(HOST):$(PORT)"}]
+    h.apply(spec)
     h.settle()
     wl = h.get("Workload", "llm-00001-0")
     assert wl is not None and wl["spec"]["queueName"] == "default"
@@ -132,6 +134,8 @@ def test_a_replica_is_a_workload_admitted_through_the_queue_and_a_bound_pod(h):
     assert pod["spec"]["nodeName"] == "node-0" and len(pod["spec"]["gpus"]) == 1
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env["PORT"] == pod["metadata"]["annotations"][SERVING_PORT_ANNOTATION]
+    # the serving variables come first: the container's own can refer to them
+    assert list(env).index("LISTEN") > list(env).index("PORT") and env["HOST"] == "127.0.0.1"
     assert env["MUSTER_MODEL_NAMES"] == "llm"
     assert status(h)["replicas"][0]["state"] == "Starting"
     serve_ready(h)

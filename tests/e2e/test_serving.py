@@ -185,3 +185,40 @@ def _pid(home: Path, pod: str) -> int:
 
 def _free() -> int:
     return free_port()
+
+
+def test_scaling_down_under_steady_load_fails_no_request(muster_home: Path):
+    """The small version of benchmarks/serving_scaledown.py: three replicas of a server that takes
+    50 ms per request, brought down to one while requests keep coming; none may fail."""
+    echo = ["--echo", "--echo-delay", "0.05"]
+    with MusterUp(muster_home) as up, Client(up.url, up.token) as client:
+        doc = service("steady", 3, scaleDownDelaySeconds=0, loadBalancing={"strategy": "RoundRobin"})
+        doc["spec"]["predictor"]["containers"][0]["args"] = ["--port", "$(PORT)", *echo]
+        del doc["spec"]["predictor"]["containers"][0]["resources"]
+        client.apply([doc])
+        wait_for(lambda: ready_replicas(client, "steady") == 3, timeout=120, what="three ready replicas")
+        results: list[int] = []
+        stop = threading.Event()
+
+        def load() -> None:
+            with gateway(up) as gw:
+                while not stop.is_set():
+                    body = {"model": "steady", "prompt": "x", "max_tokens": 1}
+                    results.append(gw.post("/v1/completions", json=body).status_code)
+
+        threads = [threading.Thread(target=load) for _ in range(6)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(results) >= 60, timeout=60, what="requests on three replicas")
+        isvc = client.get("InferenceService", "steady", "default")
+        isvc["spec"]["minReplicas"] = isvc["spec"]["maxReplicas"] = 1
+        client.update(isvc)
+        wait_for(lambda: len(client.list("Pod")["items"]) == 1, timeout=120, what="two replicas drained away")
+        settled = len(results)
+        wait_for(lambda: len(results) >= settled + 60, timeout=60, what="requests on the last replica")
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert len(results) >= 180 and set(results) == {200}, sorted(set(results))
+        reasons = [e["reason"] for e in client.list("Event", "default")["items"]]
+        assert "ReplicaDraining" in reasons and "ReplicaStopped" in reasons

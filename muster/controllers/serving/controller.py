@@ -70,6 +70,7 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 SCALED_DOWN = "ScaledDown"
 _MAX_BACKOFF = 60.0
+_STATUS_REFRESH = 30.0  # seconds between writes of an unchanged autoscaler decision
 
 
 class DataPlane(Protocol):
@@ -97,6 +98,8 @@ class ServingController:
         self.next_tick: dict[Key, float] = {}
         self._pushed: dict[Key, Route] | None = None
         self.created = 0  # replica Workloads created since the manager last reset it
+        # the autoscaler's latest decision per revision (the status keeps one when it changes)
+        self.decisions: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def attach(self, dataplane: DataPlane, url: str) -> None:
         """Serve through ``dataplane`` (the gateway at ``url``) from now on."""
@@ -114,7 +117,12 @@ class ServingController:
         for key in [k for k in self.scalers if k[:2] == (namespace, name)]:
             self.scalers.pop(key, None)
             self.readings.pop(key, None)
+            self.decisions.pop(key, None)
         self.push()
+
+    def decision(self, namespace: str, name: str, revision: str) -> dict[str, Any] | None:
+        """The autoscaler's latest decision for a revision (fresher than the status's)."""
+        return self.decisions.get((namespace, name, revision))
 
     def push(self) -> None:
         if self.dataplane is not None and self._pushed != self.routes:
@@ -255,7 +263,10 @@ class _Pass:
                 state, settings, self.now, seen, sum(1 for v in mine if v.ready), max(current, previous)
             )
             desired = decision.desired
-            rev["autoscaler"] = {**decision.to_dict(), "decidedAt": iso(self.now)}
+            record = {**decision.to_dict(), "decidedAt": iso(self.now)}
+            self.ctl.decisions[key] = record
+            if _worth_writing(rev.get("autoscaler"), record, self.now):
+                rev["autoscaler"] = record
             if desired != previous:
                 self.events.append(
                     EventSpec(
@@ -303,6 +314,7 @@ class _Pass:
     def _forget_scaler(self, revision: str) -> None:
         self.ctl.scalers.pop((self.ns, self.name, revision), None)
         self.ctl.readings.pop((self.ns, self.name, revision), None)
+        self.ctl.decisions.pop((self.ns, self.name, revision), None)
 
     # -- making it so -----------------------------------------------------------------------------------
 
@@ -499,6 +511,16 @@ class _Pass:
         except PriorityClassMissing as exc:
             self.missing_priority = str(exc)
             return None
+
+
+def _worth_writing(stored: Obj | None, record: Obj, now: float) -> bool:
+    """Whether a decision goes to the status: when the count or the mode changed, else at most
+    every 30 s (a tick every 2 s would otherwise write the service for ever)."""
+    if not stored:
+        return True
+    if (stored.get("desired"), stored.get("panicking")) != (record["desired"], record["panicking"]):
+        return True
+    return now - (epoch(stored.get("decidedAt")) or 0.0) >= _STATUS_REFRESH
 
 
 def _victims(active: list[ReplicaView], count: int) -> list[ReplicaView]:

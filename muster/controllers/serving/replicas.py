@@ -136,6 +136,10 @@ def replica_pod(
         "PYTHONUNBUFFERED": "1",
     }
     spec = bound_pod_spec(pod_template(predictor), placement, env)
+    for container in spec.get("containers") or []:
+        # the serving variables first, so the container's own may refer to them: $(PORT)
+        ours = [e for e in container["env"] if e["name"] in env]
+        container["env"] = ours + [e for e in container["env"] if e["name"] not in env]
     return {
         "apiVersion": API_VERSION,
         "kind": "Pod",

@@ -56,6 +56,11 @@ def why(
         raise ApiError(404, f"{info.kind} {namespace}/{name} not found")
     if info.kind == "InferenceService":
         answer = explain_service(obj, gather_service(source, obj, tail, now=time.time()))
+        manager = manager_of(request.app)
+        if manager is not None and answer.serving is not None:  # the autoscaler's latest, not the stored
+            for rev in answer.serving["revisions"]:
+                live = manager.serving.decision(namespace, name, rev["name"])
+                rev["autoscaler"] = live or rev["autoscaler"]
     else:
         answer = explain(obj, gather(source, obj, tail, now=time.time()))
     return json_response(answer.to_dict())
