@@ -3,8 +3,8 @@ replica's own start time.
 
 Interleaved trials (the machine is shared, so each pair runs under the same load):
 
-* **own start**: the replica's command started directly (no Muster), polled every 2 ms until
-  its readiness path answers 200;
+* **own start**: the replica's command started directly (no Muster), polled every 20 ms (as the
+  gateway probes a starting replica) until its readiness path answers 200;
 * **cold start**: ``muster up --fake-gpus 1`` serves a ``minReplicas: 0`` InferenceService of the
   same command; once it is at zero replicas, one streamed completion goes to the gateway and
   the time to its first byte is measured. The request waits at the gateway while the control

@@ -175,8 +175,11 @@ async def closed_loop(
     return result
 
 
-def wait_http(url: str, timeout: float = 120.0, headers: dict[str, str] | None = None) -> float:
-    """Poll ``url`` every 2 ms until it answers 200; the seconds it took."""
+def wait_http(
+    url: str, timeout: float = 120.0, headers: dict[str, str] | None = None, interval: float = 0.02
+) -> float:
+    """Poll ``url`` every ``interval`` (20 ms: the gateway's own probe interval) until it answers
+    200; the seconds it took."""
     import httpx
 
     start = time.perf_counter()
@@ -187,5 +190,5 @@ def wait_http(url: str, timeout: float = 120.0, headers: dict[str, str] | None =
                     return time.perf_counter() - start
             except httpx.HTTPError:
                 pass
-            time.sleep(0.002)
+            time.sleep(interval)
     raise TimeoutError(url)

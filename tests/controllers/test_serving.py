@@ -11,7 +11,7 @@ import pytest
 
 from muster.api.labels import SERVING_PORT_ANNOTATION
 from muster.gateway.table import ReplicaLoad, RevisionLoad, Route
-from tests.controllers.conftest import Harness
+from tests.controllers.conftest import Harness, job
 
 Obj = dict[str, Any]
 
@@ -332,3 +332,72 @@ def test_a_model_name_served_twice_is_routed_to_the_older_service(h):
     assert (
         cond["status"] == "False" and cond["reason"] == "ModelNameConflict" and "default/a" in cond["message"]
     )
+
+
+@pytest.fixture
+def one_gpu(sqlite_store, tmp_path):
+    harness = Harness(sqlite_store, tmp_path / "home", gpus=1)
+    plane = FakePlane()
+    harness.manager.serving.attach(plane, "http://127.0.0.1:7071")
+    harness.plane = plane  # type: ignore[attr-defined]
+    yield harness
+    harness.close()
+
+
+HIGH = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "high"},
+    "value": 1000,
+}
+LOW = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "low"},
+    "value": -10,
+}
+
+
+def test_a_training_job_does_not_preempt_a_replica_unless_the_service_opts_in(one_gpu):
+    h = one_gpu
+    h.apply(HIGH, LOW, isvc(minReplicas=1, maxReplicas=1))
+    h.settle()
+    serve_ready(h)
+    h.apply(job("urgent", workers=1, priorityClassName="high"))
+    h.settle()
+    assert h.job("urgent")["status"]["conditions"][-1]["type"] == "Queued"
+    assert phase_of(h, "llm-00001-0") == "Running"  # the replica keeps its GPU
+    # With a priority class the service's replicas are preempted by priority like any workload.
+    h.store.delete("TrainingJob", "urgent", "default")
+    h.apply(isvc("batch", minReplicas=1, maxReplicas=1, priorityClassName="low", modelNames=["batch"]))
+    h.store.delete("InferenceService", "llm", "default")
+    h.settle()
+    serve_ready(h)
+    assert phase_of(h, "batch-00001-0") == "Running"
+    h.apply(job("urgent2", workers=1, priorityClassName="high"))
+    h.settle()
+    assert ("default/batch-00001-0", "Preempted") in h.rt.stops
+
+
+def test_why_explains_the_replica_count_and_a_replica_that_waits(one_gpu):
+    from muster.controllers.insight.explain.serving import explain_service, gather_service
+    from muster.server.views import StoreSource
+
+    h = one_gpu
+    h.apply(isvc(minReplicas=2, maxReplicas=2))
+    h.settle()
+    serve_ready(h)
+    obj = h.get("InferenceService", "llm")
+    ex = explain_service(obj, gather_service(StoreSource(h.store), obj, now=h.clock()))
+    assert ex.state == "NotReady"
+    assert ex.summary.startswith("inferenceservice/llm serves llm: 1 of 2 replica(s) ready")
+    assert "1 replica(s) wait for admission" in ex.summary
+    assert ex.message.startswith("llm-00001-1 waits:") and ex.reason in (
+        "InsufficientResources",
+        "QuotaExhausted",
+    )
+    assert ex.unblock and ex.nodes  # the waiting replica's Workload explained: per-node verdicts
+    [rev] = ex.serving["revisions"]
+    assert rev["desiredReplicas"] == 2 and rev["trafficPercent"] == 100 and "reason" in rev["autoscaler"]
+    states = {r["name"]: r["state"] for r in ex.serving["replicas"]}
+    assert states == {"llm-00001-0": "Ready", "llm-00001-1": "Pending"}
