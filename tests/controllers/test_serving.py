@@ -389,7 +389,7 @@ def test_why_explains_the_replica_count_and_a_replica_that_waits(one_gpu):
     serve_ready(h)
     obj = h.get("InferenceService", "llm")
     ex = explain_service(obj, gather_service(StoreSource(h.store), obj, now=h.clock()))
-    assert ex.state == "NotReady"
+    assert ex.state == "Ready"  # one replica serves; the other waits
     assert ex.summary.startswith("inferenceservice/llm serves llm: 1 of 2 replica(s) ready")
     assert "1 replica(s) wait for admission" in ex.summary
     assert ex.message.startswith("llm-00001-1 waits:") and ex.reason in (
