@@ -15,6 +15,7 @@ __all__ = [
     "error_body",
     "header",
     "read_body",
+    "run_lifespan",
     "send_bytes",
     "send_error",
     "send_json",
@@ -108,3 +109,22 @@ async def send_error(
 ) -> None:
     headers = [] if retry_after is None else [(b"retry-after", str(max(1, round(retry_after))).encode())]
     await send_json(send, status, error_body(status, message, code, param), headers)
+
+
+async def run_lifespan(
+    receive: Receive,
+    send: Send,
+    startup: Callable[[], Awaitable[None]],
+    shutdown: Callable[[], Awaitable[None]],
+) -> None:
+    """Answer an ASGI lifespan scope: ``startup`` before the server takes requests, ``shutdown``
+    when it stops."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await startup()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await shutdown()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

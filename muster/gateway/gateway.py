@@ -37,7 +37,17 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from muster.gateway.asgi import Receive, Scope, Send, error_body, header, read_body, send_error, send_json
+from muster.gateway.asgi import (
+    Receive,
+    Scope,
+    Send,
+    error_body,
+    header,
+    read_body,
+    run_lifespan,
+    send_error,
+    send_json,
+)
 from muster.gateway.metrics import GatewayMetrics
 from muster.gateway.probe import probe_loop
 from muster.gateway.routing import RequestKey, Router, request_key
@@ -151,7 +161,7 @@ class Gateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await run_lifespan(receive, send, self._started, self.stop_in_loop)
             return
         if scope["type"] != "http":
             return
@@ -168,16 +178,8 @@ class Gateway:
         else:
             await send_error(send, 404, f"no route {method} {path} on the gateway", "not_found")
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.start_in_loop()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.stop_in_loop()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    async def _started(self) -> None:
+        self.start_in_loop()
 
     def start_in_loop(self) -> None:
         """Start the prober on the running loop (the ASGI lifespan does it)."""

@@ -34,6 +34,7 @@ from muster.gateway.asgi import (
     Scope,
     Send,
     read_body,
+    run_lifespan,
     send_bytes,
     send_error,
     send_json,
@@ -59,7 +60,7 @@ class ModelServer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await run_lifespan(receive, send, self._startup, self._shutdown)
             return
         if scope["type"] != "http":
             return
@@ -74,21 +75,16 @@ class ModelServer:
         except (ValueError, KeyError, TypeError) as exc:
             await send_error(send, 400, f"bad request: {exc}")
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.engine.start()
-                await asyncio.get_running_loop().run_in_executor(None, self.engine.warm_up)
-                if self.load_seconds:
-                    asyncio.get_running_loop().call_later(self.load_seconds, self._set_ready)
-                else:
-                    self._set_ready()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                self.engine.stop()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    async def _startup(self) -> None:
+        self.engine.start()
+        await asyncio.get_running_loop().run_in_executor(None, self.engine.warm_up)
+        if self.load_seconds:
+            asyncio.get_running_loop().call_later(self.load_seconds, self._set_ready)
+        else:
+            self._set_ready()
+
+    async def _shutdown(self) -> None:
+        self.engine.stop()
 
     def _set_ready(self) -> None:
         self.ready = True

@@ -39,8 +39,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from muster.api.base import API_VERSION
-from muster.api.compat.base import Conversion, Converter
+from muster.api.compat.base import Conversion, Converter, mapping_at, native_copy
 from muster.api.compat.jobs import PRIORITY_LABEL, QUEUE_LABEL
 from muster.api.errors import FieldError, InvalidObject, child_path
 
@@ -83,9 +82,9 @@ _KSERVE_SERVERS = {
 
 def convert_kserve(doc: Mapping[str, Any]) -> Conversion:
     """A KServe InferenceService as Muster's (see the table in the module docstring)."""
-    native = _start(doc)
-    spec = _mapping(native, "spec", "spec")
-    predictor = copy.deepcopy(_mapping(spec, "predictor", "spec.predictor"))
+    native = native_copy(doc, "InferenceService")
+    spec = mapping_at(native, "spec", "spec")
+    predictor = copy.deepcopy(mapping_at(spec, "predictor", "spec.predictor"))
     conversion = Conversion(doc=native)
     paths: list[tuple[str, str]] = [("spec.predictor", "spec.predictor")]
     out: dict[str, Any] = {}
@@ -129,8 +128,8 @@ def convert_kserve(doc: Mapping[str, Any]) -> Conversion:
 
 def convert_kubeai_model(doc: Mapping[str, Any]) -> Conversion:
     """A KubeAI Model as an InferenceService (see the module docstring)."""
-    native = _start(doc)
-    spec = copy.deepcopy(_mapping(native, "spec", "spec"))
+    native = native_copy(doc, "InferenceService")
+    spec = copy.deepcopy(mapping_at(native, "spec", "spec"))
     conversion = Conversion(doc=native)
     name = str((native.get("metadata") or {}).get("name") or "")
     for key in ("url", "engine"):
@@ -335,22 +334,6 @@ def _profile_resources(profile: str) -> dict[str, Any]:
 
 
 # -- shared --------------------------------------------------------------------------------------
-
-
-def _start(doc: Mapping[str, Any]) -> dict[str, Any]:
-    native = copy.deepcopy(dict(doc))
-    native["apiVersion"] = API_VERSION
-    native["kind"] = "InferenceService"
-    native.pop("status", None)
-    return native
-
-
-def _mapping(parent: dict[str, Any], key: str, path: str) -> dict[str, Any]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        rule = "required field is missing" if value is None else "must be a mapping (key: value pairs)"
-        raise InvalidObject([FieldError(path, rule)])
-    return value
 
 
 def _queue_label(native: dict[str, Any], paths: list[tuple[str, str]]) -> None:

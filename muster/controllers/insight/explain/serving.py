@@ -11,7 +11,13 @@ from typing import Any
 from muster.api.conditions import condition
 from muster.api.labels import SERVING_SERVICE_LABEL, WORKLOAD_LABEL
 from muster.controllers.insight.explain.build import explain
-from muster.controllers.insight.explain.facts import Explanation, FailureFacts, WhyContext, pod_facts
+from muster.controllers.insight.explain.facts import (
+    Explanation,
+    FailureFacts,
+    WhyContext,
+    event_row,
+    pod_facts,
+)
 from muster.controllers.insight.explain.gather import Source, gather
 from muster.controllers.insight.usage import is_pending
 
@@ -165,14 +171,4 @@ def _events(ctx: WhyContext, isvc: Obj) -> list[dict[str, Any]]:
         or (e["involvedObject"]["name"] in replicas and e.get("type") == "Warning")
     ]
     picked.sort(key=lambda e: e.get("lastTimestamp") or "")
-    return [
-        {
-            "object": f"{e['involvedObject']['kind'].lower()}/{e['involvedObject']['name']}",
-            "type": e.get("type"),
-            "reason": e.get("reason"),
-            "message": e.get("message", ""),
-            "count": e.get("count", 1),
-            "lastTimestamp": e.get("lastTimestamp"),
-        }
-        for e in picked[-_SHOWN_EVENTS:]
-    ]
+    return [event_row(e) for e in picked[-_SHOWN_EVENTS:]]
