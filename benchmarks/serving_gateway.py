@@ -163,7 +163,15 @@ def ray_side(replicas: int, seconds: float, engine: str) -> tuple | None:
 
     echo = engine == "echo"
     port = free_port()
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    for attempt in range(3):  # on a busy machine Ray's own processes may miss their start-up deadline
+        try:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            break
+        except Exception as exc:
+            print(f"  ray.init failed ({exc}); {'retrying' if attempt < 2 else 'giving up'}", flush=True)
+            ray.shutdown()
+            if attempt == 2:
+                return None
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         started = time.perf_counter()

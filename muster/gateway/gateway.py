@@ -256,7 +256,9 @@ class Gateway:
         for model, key in sorted(self.models.items()):
             svc = self.services.get(key)
             if svc is not None:
-                out.append({"id": model, "object": "model", "created": svc.route.created, "owned_by": key[0]})
+                out.append(
+                    {"id": model, "object": "model", "created": int(svc.route.created), "owned_by": key[0]}
+                )
         return out
 
     # -- forwarding ------------------------------------------------------------------------------------
@@ -429,6 +431,8 @@ class Gateway:
         try:
             replica = await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
         except TimeoutError:
+            if waiter.future.done() and not waiter.future.cancelled() and waiter.future.exception() is None:
+                self._release(rev, waiter.future.result(), None)  # handed a replica just too late
             raise Rejected(
                 503,
                 f"no replica of {route.name} could take the request within {route.queue_timeout:g}s",
@@ -508,7 +512,8 @@ class Gateway:
     def _apply(self, routes: list[Route]) -> None:
         seen: set[tuple[str, str]] = set()
         models: dict[str, tuple[str, str]] = {}
-        for route in routes:
+        # a model name two services claim goes to the older one (the newer is told so in its status)
+        for route in sorted(routes, key=lambda r: (r.created, r.namespace, r.name)):
             key = (route.namespace, route.name)
             seen.add(key)
             svc = self.services.get(key)

@@ -56,7 +56,7 @@ class Route:
     max_queued: int = 100
     queue_timeout: float = 120.0
     timeout: float = 600.0
-    created: int = 0  # unix seconds, for /v1/models
+    created: float = 0.0  # the service's creation (unix seconds): /v1/models, and the older of two claims
 
 
 @dataclass(frozen=True)

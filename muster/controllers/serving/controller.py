@@ -491,7 +491,7 @@ class _Pass:
             max_queued=m.max_queued_requests,
             queue_timeout=m.queue_timeout_seconds,
             timeout=float(m.timeout_seconds),
-            created=int(epoch(self.isvc["metadata"].get("creationTimestamp")) or 0),
+            created=epoch(self.isvc["metadata"].get("creationTimestamp")) or 0.0,
         )
 
     # -- queue and priority --------------------------------------------------------------------------------
