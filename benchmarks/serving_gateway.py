@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 from serving_load import Target, closed_loop, completion, open_loop, wait_http
 
 from muster.sdk.client import Client
@@ -103,9 +104,18 @@ def overhead(up: MusterUp, client: Client, seconds: float) -> None:
             flush=True,
         )
     print("== most requests/s (closed loop, 64 clients) ==", flush=True)
+    process = psutil.Process(up.proc.pid) if up.proc is not None else None
     for label, target in (("gateway", via), ("direct", direct)):
+        before = sum(process.cpu_times()[:2]) if process is not None else 0.0
         result = asyncio.run(closed_loop(target, 64, seconds, load))
         print(f"  {result.summary(label)}", flush=True)
+        if label == "gateway" and process is not None and result.ok:
+            used = sum(process.cpu_times()[:2]) - before
+            print(
+                f"  CPU of muster up per request through the gateway: {used / result.ok * 1e6:.0f} us "
+                f"(about {result.ok / used:.0f} requests/s per core)",
+                flush=True,
+            )
     client.delete("InferenceService", "solo", "default")
 
 

@@ -222,3 +222,27 @@ def test_scaling_down_under_steady_load_fails_no_request(muster_home: Path):
         assert len(results) >= 180 and set(results) == {200}, sorted(set(results))
         reasons = [e["reason"] for e in client.list("Event", "default")["items"]]
         assert "ReplicaDraining" in reasons and "ReplicaStopped" in reasons
+
+
+def test_the_examples_apply_as_written_with_a_warning_per_field_not_honoured(muster_home: Path):
+    with MusterUp(muster_home, extra_args=["--runtime", "none"]):
+        applied = run_cli(muster_home, "apply", "-f", str(EXAMPLES))
+        assert applied.returncode == 0, applied.stderr
+        assert sorted(applied.stdout.split()) == sorted(
+            [
+                "inferenceservice/qwen2-500m",
+                "created",
+                "inferenceservice/tiny-kserve",
+                "created",
+                "inferenceservice/tiny-llm",
+                "created",
+            ]
+        )
+        assert "spec.transformer" in applied.stderr  # the KServe example: a warning per field
+        assert "spec.features" in applied.stderr  # the KubeAI example
+        listed = run_cli(muster_home, "get", "isvc", "-o", "name").stdout.split()
+        assert listed == [
+            "inferenceservice/qwen2-500m",
+            "inferenceservice/tiny-kserve",
+            "inferenceservice/tiny-llm",
+        ]
