@@ -6,11 +6,13 @@ server restart that re-adopts the running replicas and keeps serving."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -61,6 +63,29 @@ def service(name: str, replicas: int, **spec: object) -> dict:
             **spec,
         },
     }
+
+
+@contextlib.contextmanager
+def steady_load(up: MusterUp, body: dict, clients: int) -> Iterator[list[int]]:
+    """``clients`` threads posting ``body`` to the gateway back to back while the block runs;
+    yields the status codes as they come (the threads are joined on leaving)."""
+    results: list[int] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        with gateway(up) as gw:
+            while not stop.is_set():
+                results.append(gw.post("/v1/completions", json=body).status_code)
+
+    threads = [threading.Thread(target=load) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    try:
+        yield results
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
 
 
 def ready_replicas(client: Client, name: str) -> int:
@@ -134,26 +159,16 @@ def test_a_killed_replica_loses_no_retried_request_and_a_restart_keeps_serving(
         with Client(up.url, up.token) as client:
             client.apply([service("pair", 2)])
             wait_for(lambda: ready_replicas(client, "pair") == 2, timeout=180, what="two ready replicas")
-            results: list[int] = []
-            stop = threading.Event()
-
-            def load() -> None:
-                with gateway(up) as gw:
-                    while not stop.is_set():
-                        body = {"model": "pair", "prompt": "a steady request", "max_tokens": 2}
-                        results.append(gw.post("/v1/completions", json=body).status_code)
-
-            threads = [threading.Thread(target=load) for _ in range(4)]
-            for t in threads:
-                t.start()
-            wait_for(lambda: len(results) >= 40, timeout=120, what="requests before the kill")
-            victim = _pid(muster_home, "pair-00001-0")
-            os.kill(victim, signal.SIGKILL)
-            before_kill = len(results)
-            wait_for(lambda: len(results) >= before_kill + 80, timeout=120, what="requests after the kill")
-            stop.set()
-            for t in threads:
-                t.join(timeout=60)
+            with steady_load(
+                up, {"model": "pair", "prompt": "a steady request", "max_tokens": 2}, 4
+            ) as results:
+                wait_for(lambda: len(results) >= 40, timeout=120, what="requests before the kill")
+                victim = _pid(muster_home, "pair-00001-0")
+                os.kill(victim, signal.SIGKILL)
+                before_kill = len(results)
+                wait_for(
+                    lambda: len(results) >= before_kill + 80, timeout=120, what="requests after the kill"
+                )
             assert results and all(code == 200 for code in results), sorted(set(results))
             wait_for(lambda: ready_replicas(client, "pair") == 2, timeout=180, what="the replica restarted")
             status = client.get("InferenceService", "pair", "default")["status"]
@@ -197,28 +212,16 @@ def test_scaling_down_under_steady_load_fails_no_request(muster_home: Path):
         del doc["spec"]["predictor"]["containers"][0]["resources"]
         client.apply([doc])
         wait_for(lambda: ready_replicas(client, "steady") == 3, timeout=120, what="three ready replicas")
-        results: list[int] = []
-        stop = threading.Event()
-
-        def load() -> None:
-            with gateway(up) as gw:
-                while not stop.is_set():
-                    body = {"model": "steady", "prompt": "x", "max_tokens": 1}
-                    results.append(gw.post("/v1/completions", json=body).status_code)
-
-        threads = [threading.Thread(target=load) for _ in range(6)]
-        for t in threads:
-            t.start()
-        wait_for(lambda: len(results) >= 60, timeout=60, what="requests on three replicas")
-        isvc = client.get("InferenceService", "steady", "default")
-        isvc["spec"]["minReplicas"] = isvc["spec"]["maxReplicas"] = 1
-        client.update(isvc)
-        wait_for(lambda: len(client.list("Pod")["items"]) == 1, timeout=120, what="two replicas drained away")
-        settled = len(results)
-        wait_for(lambda: len(results) >= settled + 60, timeout=60, what="requests on the last replica")
-        stop.set()
-        for t in threads:
-            t.join(timeout=60)
+        with steady_load(up, {"model": "steady", "prompt": "x", "max_tokens": 1}, 6) as results:
+            wait_for(lambda: len(results) >= 60, timeout=60, what="requests on three replicas")
+            isvc = client.get("InferenceService", "steady", "default")
+            isvc["spec"]["minReplicas"] = isvc["spec"]["maxReplicas"] = 1
+            client.update(isvc)
+            wait_for(
+                lambda: len(client.list("Pod")["items"]) == 1, timeout=120, what="two replicas drained away"
+            )
+            settled = len(results)
+            wait_for(lambda: len(results) >= settled + 60, timeout=60, what="requests on the last replica")
         assert len(results) >= 180 and set(results) == {200}, sorted(set(results))
         reasons = [e["reason"] for e in client.list("Event", "default")["items"]]
         assert "ReplicaDraining" in reasons and "ReplicaStopped" in reasons
