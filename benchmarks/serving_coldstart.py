@@ -12,8 +12,8 @@ Interleaved trials (the machine is shared, so each pair runs under the same load
 
 Prints both (median and each trial). Because the machine is shared and a replica's start time
 varies by seconds from one run to the next, Muster's share is also measured *within* each
-cold start: the replica's own start in that very trial is the time from its process's creation
-(as the local runtime recorded it) to the moment it reported itself ready (the model server
+cold start: the replica's own start in that very trial is the time from its process's start
+(as the local runtime's shim stamped it) to the moment it reported itself ready (the model server
 logs it), and Muster's share is the rest of the first-byte time: the poke, the Workload, its
 admission, the pod, launching the process, seeing it ready, and the hop. The median trial's
 share is broken down from the objects' timestamps.
@@ -84,9 +84,15 @@ def at_zero(client: Client) -> bool:
 
 
 def own_in_trial(home: Path) -> float:
-    """The replica's own start in a cold start: process creation to its "ready ... at T" line."""
+    """The replica's own start in a cold start: process start to its "ready ... at T" line.
+
+    The start is the shim's wall-clock stamp taken once the process runs (``started_at``), not
+    its ``create_time``: that one adds /proc's start ticks to the boot time, which the kernel
+    gives in whole seconds, so it is early by up to a second and would hide that much of
+    Muster's share. ``started_at`` is late by the fork and exec only, which counts against Muster.
+    """
     [state] = list((home / "run" / "local" / "pods" / "default").glob("cold-*/*/server.state.json"))
-    created = json.loads(state.read_text())["create_time"]
+    created = json.loads(state.read_text())["started_at"]
     [log] = list((home / "logs" / "default").glob("cold-*/server.log"))
     line = next(ln for ln in log.read_text().splitlines() if ln.startswith("ready after"))
     return float(line.rsplit(" at ", 1)[1]) - created
