@@ -208,12 +208,15 @@ def _validate_native(
 def _model_validate(
     info: KindInfo, data: dict[str, Any], conversion: Conversion, lenient: bool, name: str
 ) -> Object:
+    # A native document is validated strictly, as kube-apiserver reads JSON: "2" is not an
+    # integer and 1 is not a string (quantities, durations and nprocPerNode declare both forms).
     # Converted documents are validated leniently: an unknown field is moved out of the
     # document into ``conversion.kept`` and validation repeats (a field can only be found
-    # unknown once its parent is known, hence the loop).
+    # unknown once its parent is known, hence the loop); a value converted to the field's type
+    # is a warning.
     for _ in range(16):
         try:
-            return info.model.model_validate(data)
+            model = info.model.model_validate(data, strict=not lenient)
         except ValidationError as exc:
             unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
             if not lenient or not unknown:
@@ -222,7 +225,34 @@ def _model_validate(
                 ) from None
             for loc in unknown:
                 conversion.keep(conversion.foreign_path(format_path(loc)), _pop(data, loc))
+            continue
+        if lenient:
+            conversion.warnings += _coercions(info, data, conversion)
+        return model
     raise InvalidObject([FieldError("", "too many unknown fields")], info.kind, name)
+
+
+def _coercions(info: KindInfo, data: dict[str, Any], conversion: Conversion) -> list[FieldError]:
+    """A warning per value the lenient validation converted (every error strict validation
+    finds in a document the lenient one accepted is one)."""
+    try:
+        info.model.model_validate(data, strict=True)
+    except ValidationError as exc:
+        return [
+            FieldError(
+                conversion.foreign_path(e.path),
+                f"converted to {_kind_of(e.rule)}: write it as {_kind_of(e.rule)} "
+                f"({API_VERSION} kinds refuse the conversion)",
+                e.got,
+            )
+            for e in errors_from_pydantic(exc)
+        ]
+    return []
+
+
+def _kind_of(rule: str) -> str:
+    # "must be an integer" -> "an integer"; "must be true or false" -> "true or false"
+    return rule.removeprefix("must be ")
 
 
 def _pop(data: Any, loc: tuple[str | int, ...]) -> Any:

@@ -52,9 +52,9 @@ def _duration(value: object) -> object:
     # Argo accepts seconds as a number or a string of digits; Go durations otherwise.
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return f"{value}s"
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         return f"{value}s"
-    if isinstance(value, str) and _DURATION.match(value):
+    if isinstance(value, str) and _DURATION.fullmatch(value):
         return value
     raise ValueError(f"{value!r} is not a duration: use seconds (30) or a duration such as 90s, 5m, 1h30m")
 
