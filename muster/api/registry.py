@@ -24,6 +24,7 @@ from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
+from muster.api.limits import document_errors
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
@@ -135,6 +136,9 @@ def validate(doc: Mapping[str, Any], *, keep_status: bool = False) -> Validated:
         raise InvalidObject(
             [FieldError("", "a document must be a mapping with apiVersion and kind", type(doc).__name__)]
         )
+    problems = document_errors(dict(doc))
+    if problems:
+        raise InvalidObject(problems, str(doc.get("kind", "")), _name_of(doc))
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     missing = [
         FieldError(key, "required field is missing", hint=_supported_hint())

@@ -60,7 +60,7 @@ async def login(request: Request) -> Response:
         raise ApiError(415, 'send the token as JSON: {"token": "..."}', "UnsupportedMediaType")
     try:
         body = json.loads(await request.body())
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a body nested too deep to parse
         raise ApiError(400, 'the body is not JSON: send {"token": "..."}') from None
     token = body.get("token") if isinstance(body, dict) else None
     if not isinstance(token, str) or not token.strip():
