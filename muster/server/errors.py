@@ -180,17 +180,18 @@ async def _request_invalid(_request: Request, exc: Exception) -> Response:
     for err in exc.errors():
         parts = tuple(err.get("loc", ()))
         loc = ".".join(str(p) for p in parts)
-        check = _PATH_NAMES.get(parts) if isinstance(err.get("input"), str) else None
-        if check is not None:  # a namespace or name in the URL: the naming rule, not a regex
+        check = _URL_NAMES.get(parts) if isinstance(err.get("input"), str) else None
+        if check is not None:  # a name in the URL: the naming rule, not a regular expression
             errors.append(FieldError(loc, _why(check, err["input"]), err["input"]))
         else:
             errors.append(FieldError(loc, str(err.get("msg", "invalid"))))
     return error_response(400, "; ".join(str(e) for e in errors), errors=[e.to_dict() for e in errors])
 
 
-_PATH_NAMES: dict[tuple[Any, ...], Callable[[str], str]] = {
+_URL_NAMES: dict[tuple[Any, ...], Callable[[str], str]] = {
     ("path", "namespace"): validate_dns_label,
     ("path", "name"): validate_dns_subdomain,
+    ("query", "container"): validate_dns_label,
 }
 
 

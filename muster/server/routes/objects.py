@@ -29,7 +29,7 @@ from muster.store import parse_selector
 from muster.store.selector import SELECTOR_PATTERN
 from muster.store.watch import REVISION_PATTERN
 
-__all__ = ["API_PREFIX", "collection_path", "kind_router", "object_path"]
+__all__ = ["API_PREFIX", "NAMESPACE_PATH", "NAME_PATH", "collection_path", "kind_router", "object_path"]
 
 API_PREFIX = f"/apis/{API_VERSION}"
 
@@ -51,8 +51,10 @@ _SINCE = Query(
     json_schema_extra={"pattern": REVISION_PATTERN},
 )
 _TIMEOUT = Query(None, alias="timeoutSeconds", ge=0, description="Watch: end after this many quiet seconds.")
-_NAMESPACE = Path(pattern=DNS_LABEL_PATTERN, max_length=63, description="Namespace (a DNS-1123 label).")
-_NAME = Path(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="Object name (a DNS-1123 subdomain).")
+NAMESPACE_PATH = Path(pattern=DNS_LABEL_PATTERN, max_length=63, description="Namespace (a DNS-1123 label).")
+NAME_PATH = Path(
+    pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="Object name (a DNS-1123 subdomain)."
+)
 # A list is JSON; with watch=true it streams NDJSON (sent to a client that accepts either).
 _LIST_CONTENT = {"application/json": {}, "application/x-ndjson": {}}
 
@@ -104,7 +106,7 @@ def kind_router(info: KindInfo) -> APIRouter:
 
         def list_namespaced(
             request: Request,
-            namespace: str = _NAMESPACE,
+            namespace: str = NAMESPACE_PATH,
             label_selector: str | None = _SELECTOR,
             watch: bool = _WATCH,
             since: str | None = _SINCE,
@@ -124,24 +126,27 @@ def kind_router(info: KindInfo) -> APIRouter:
         add(collection_path(info), "GET", list_namespaced, "list", responses=list_doc)
         add(collection_path(info, False), "GET", list_all, "listAllNamespaces", responses=list_doc)
 
-        def create(request: Request, namespace: str = _NAMESPACE, body: Any = Body(...)) -> Response:
+        def create(request: Request, namespace: str = NAMESPACE_PATH, body: Any = Body(...)) -> Response:
             return json_response(service(request).create(info, namespace, body), 201)
 
-        def read(request: Request, namespace: str = _NAMESPACE, name: str = _NAME) -> Response:
+        def read(request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH) -> Response:
             return json_response(service(request).get(info, namespace, name))
 
         def replace(
-            request: Request, namespace: str = _NAMESPACE, name: str = _NAME, body: Any = Body(...)
+            request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH, body: Any = Body(...)
         ) -> Response:
             return json_response(service(request).replace(info, namespace, name, body))
 
         def remove(
-            request: Request, namespace: str = _NAMESPACE, name: str = _NAME, since: str | None = _SINCE
+            request: Request,
+            namespace: str = NAMESPACE_PATH,
+            name: str = NAME_PATH,
+            since: str | None = _SINCE,
         ) -> Response:
             return json_response(service(request).delete(info, namespace, name, since))
 
         def replace_status(
-            request: Request, namespace: str = _NAMESPACE, name: str = _NAME, body: Any = Body(...)
+            request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH, body: Any = Body(...)
         ) -> Response:
             return json_response(service(request).replace_status(info, namespace, name, body))
 
@@ -161,16 +166,16 @@ def kind_router(info: KindInfo) -> APIRouter:
         def create(request: Request, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).create(info, None, body), 201)
 
-        def read(request: Request, name: str = _NAME) -> Response:  # type: ignore[misc]
+        def read(request: Request, name: str = NAME_PATH) -> Response:  # type: ignore[misc]
             return json_response(service(request).get(info, None, name))
 
-        def replace(request: Request, name: str = _NAME, body: Any = Body(...)) -> Response:  # type: ignore[misc]
+        def replace(request: Request, name: str = NAME_PATH, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).replace(info, None, name, body))
 
-        def remove(request: Request, name: str = _NAME, since: str | None = _SINCE) -> Response:  # type: ignore[misc]
+        def remove(request: Request, name: str = NAME_PATH, since: str | None = _SINCE) -> Response:  # type: ignore[misc]
             return json_response(service(request).delete(info, None, name, since))
 
-        def replace_status(request: Request, name: str = _NAME, body: Any = Body(...)) -> Response:  # type: ignore[misc]
+        def replace_status(request: Request, name: str = NAME_PATH, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).replace_status(info, None, name, body))
 
     add(
