@@ -14,7 +14,7 @@ import difflib
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 from muster.api.base import (
     MusterModel,
@@ -24,7 +24,7 @@ from muster.api.base import (
     validate_labels,
 )
 from muster.api.errors import FieldError, child_path
-from muster.api.quantity import Quantity, QuantityError, units_problem
+from muster.api.quantity import QUANTITY_PATTERN, Quantity, QuantityError, units_problem
 
 __all__ = [
     "GPU",
@@ -107,12 +107,17 @@ def _non_negative(value: str) -> str:
     return value
 
 
+# What the OpenAPI document declares for a quantity: a string in Kubernetes' form, or a number.
+QUANTITY_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "string", "pattern": QUANTITY_PATTERN}, {"type": "number"}]}
+)
+
 # A Kubernetes quantity such as 2, 500m or 16Gi, stored in canonical form.
-QuantityStr = Annotated[str, BeforeValidator(_canonical), AfterValidator(_bounded)]
+QuantityStr = Annotated[str, BeforeValidator(_canonical), AfterValidator(_bounded), QUANTITY_SCHEMA]
 NonNegativeQuantity = Annotated[QuantityStr, AfterValidator(_non_negative)]
 # An amount of a named resource: its bound depends on the resource's units, so the model that
 # holds it checks that with amount_errors (in its field_rules).
-ResourceAmount = Annotated[str, BeforeValidator(_canonical), AfterValidator(_non_negative)]
+ResourceAmount = Annotated[str, BeforeValidator(_canonical), AfterValidator(_non_negative), QUANTITY_SCHEMA]
 
 
 # -- resource names and lists ------------------------------------------------------------

@@ -24,6 +24,7 @@ from functools import total_ordering
 __all__ = [
     "MAX_UNITS",
     "MILLI_RESOURCES",
+    "QUANTITY_PATTERN",
     "Format",
     "Quantity",
     "QuantityError",
@@ -62,10 +63,13 @@ _DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL.items()}
 _BINARY_BY_POW = {v: k for k, v in _BINARY.items()}
 
 # sign, digits with an optional fraction, then a suffix: binary SI, decimal SI or an exponent.
-_RE = re.compile(
-    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+_RE_TEXT = (
+    r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
 )
+_RE = re.compile(_RE_TEXT)
+# The same, for JSON Schema (which has no named groups): the form the OpenAPI document declares.
+QUANTITY_PATTERN = re.sub(r"\?P<\w+>", "", _RE_TEXT)
 
 _HINT = "expected a Kubernetes quantity such as 500m, 2, 1.5, 16Gi, 512Mi, 1k or 1e3"
 
@@ -98,8 +102,7 @@ class Quantity:
             return cls(Fraction(repr(text)), Format.DECIMAL_SI)
         if not isinstance(text, str):
             raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
-        s = text.strip()
-        m = _RE.match(s)
+        m = _RE.fullmatch(text)  # no surrounding spaces, as Kubernetes
         if not m:
             raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
         if len(m.group("num")) > _MAX_DIGITS:

@@ -186,11 +186,16 @@ def _validate_native(
     # A native document is checked strictly; a converted one (conversion.doc set) leniently.
     lenient = conversion.doc is not None
     data = copy.deepcopy(doc)
-    if not keep_status:
+    # A native status is validated, then dropped below: the server ignores it, but an object
+    # that breaks its kind's schema is refused whole (the OpenAPI document declares status too).
+    drop_status = not keep_status and info.has_status and not lenient
+    if not keep_status and not drop_status:
         data.pop("status", None)
     _default_namespace(data, info)
     name = _name_of(data)
     model = _model_validate(info, data, conversion, lenient, name)
+    if drop_status:
+        model.status = None  # type: ignore[attr-defined]
     errors, warnings = check(model)
     if errors:
         raise InvalidObject(_foreign(errors, conversion), info.kind, name)

@@ -28,7 +28,7 @@ from muster.server.dashboard import install_dashboard
 from muster.server.errors import install_error_handlers
 from muster.server.limits import BodyLimit
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
-from muster.server.negotiation import negotiate
+from muster.server.negotiation import check_request
 from muster.server.routes import actions, apply, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
@@ -104,7 +104,10 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # a browser cannot send the bearer token the docs page would need
         redoc_url=None,
-        dependencies=[Depends(negotiate)],  # 406/415 before any route acts
+        dependencies=[Depends(check_request)],  # 400 (unknown query), 406, 415 before any route acts
+        # One schema per model, as validated: the serialization one of a kind is empty (its
+        # serializer is a function), which left the OpenAPI document without the kinds' fields.
+        separate_input_output_schemas=False,
     )
     app.state.store = store
     app.state.objects = ObjectService(store)

@@ -1,10 +1,12 @@
-"""Content negotiation: 415 for a body the route cannot read, 406 for an answer the client
-would not accept (RFC 9110 §12, §15.5.7, §15.5.16).
+"""What every route checks before it acts: its query parameters, the media type of the body it
+reads (415) and of the answer the client accepts (406) (RFC 9110 §12, §15.5.7, §15.5.16).
 
-Every route declares what it answers (its 2xx ``content`` in the OpenAPI document, else its
-response class: JSON) and whether it reads a JSON body, so the check needs no table of its
-own: :func:`negotiate` runs as a dependency of every route, before the route does anything.
-Error answers are JSON whatever ``Accept`` says, as kube-apiserver's are.
+Every route declares its query parameters, whether it reads a JSON body, and what it answers
+(its 2xx ``content`` in the OpenAPI document, else its response class: JSON), so the checks
+need no table of their own: :func:`check_request` runs as a dependency of every route. An
+undeclared query parameter is a 400 on the documented API rather than silently ignored
+(``?fieldSelector=...`` would otherwise return everything). Error answers are JSON whatever
+``Accept`` says, as kube-apiserver's are.
 """
 
 from __future__ import annotations
@@ -17,16 +19,25 @@ from fastapi.routing import APIRoute
 
 from muster.server.errors import ApiError
 
-__all__ = ["acceptable", "negotiate", "offered"]
+__all__ = ["acceptable", "check_request", "offered"]
 
 JSON = "application/json"
 
 
-def negotiate(request: Request) -> None:
-    """Refuse the request when its body or its ``Accept`` does not fit the route."""
+def check_request(request: Request) -> None:
+    """Refuse the request when its query, its body or its ``Accept`` does not fit the route."""
     route = request.scope.get("route")
     if not isinstance(route, APIRoute):
         return
+    if route.include_in_schema:
+        unknown = sorted(set(request.query_params) - _query_names(route))
+        if unknown:
+            known = ", ".join(sorted(_query_names(route))) or "none"
+            raise ApiError(
+                400,
+                f"unknown query parameter(s) {', '.join(map(repr, unknown))}; this endpoint takes: {known}",
+                errors=[{"path": f"query.{name}", "rule": "unknown query parameter"} for name in unknown],
+            )
     if route.body_field is not None and _has_body(request):
         media = _media_type(request.headers.get("content-type", ""))
         if not (media == JSON or (media.startswith("application/") and media.endswith("+json"))):
@@ -77,6 +88,16 @@ def acceptable(accept: str, types: Iterable[str]) -> bool:
         if matches and max(matches)[1] > 0:
             return True
     return False
+
+
+def _query_names(route: APIRoute) -> set[str]:
+    names: set[str] = set()
+    stack = [route.dependant]
+    while stack:
+        dependant = stack.pop()
+        names |= {field.alias for field in dependant.query_params}
+        stack.extend(dependant.dependencies)
+    return names
 
 
 def _specificity(rkind: str, rsub: str, kind: str, sub: str) -> int | None:
