@@ -21,6 +21,7 @@ import httpx
 import psutil
 import pytest
 
+from muster.sdk.errors import RequestTooLarge, ResourceVersionTooLarge
 from muster.store import Store, open_store
 from muster.testing.factories import training_job
 from muster.testing.server import RunningServer, serve
@@ -374,6 +375,14 @@ def test_a_watch_from_a_compacted_revision_stays_410(tmp_path: Path):
             assert ok.status_code == 200
     finally:
         store.close()
+
+
+def test_the_sdk_raises_typed_errors(corpus_server: RunningServer):
+    with corpus_server.client(TOKEN) as client:
+        with pytest.raises(RequestTooLarge, match=r"1\.5 MiB"):
+            client.create(_big_job("sdk-big", 2 * MIB))
+        with pytest.raises(ResourceVersionTooLarge, match="Too large resource version"):
+            next(iter(client.watch("TrainingJob", resource_version="99999999999")))
 
 
 def test_the_server_is_healthy_after_the_corpus(corpus_server: RunningServer):
