@@ -166,7 +166,15 @@ class OwnerReference(MusterModel):
 class ObjectMeta(MusterModel):
     """Standard object metadata. Server-set fields are ignored on create and kept on update."""
 
-    name: Annotated[str, Field(description="Unique name within the namespace (DNS-1123 subdomain).")]
+    # The pattern declares the rule in the OpenAPI document (empty: a PUT takes the name from its
+    # URL); the validator below checks it, with a message that says more than "does not match".
+    name: Annotated[
+        str,
+        Field(
+            description="Unique name within the namespace (DNS-1123 subdomain).",
+            json_schema_extra={"pattern": f"^({DNS_SUBDOMAIN_PATTERN[1:-1]})?$", "maxLength": 253},
+        ),
+    ]
     namespace: str | None = Field(
         default=None, description="Namespace of a namespaced object; 'default' when omitted."
     )

@@ -180,11 +180,12 @@ async def _request_invalid(_request: Request, exc: Exception) -> Response:
     for err in exc.errors():
         parts = tuple(err.get("loc", ()))
         loc = ".".join(str(p) for p in parts)
+        rule = str(err.get("msg", "invalid"))
         check = _URL_NAMES.get(parts) if isinstance(err.get("input"), str) else None
         if check is not None:  # a name in the URL: the naming rule, not a regular expression
-            errors.append(FieldError(loc, _why(check, err["input"]), err["input"]))
+            errors.append(FieldError(loc, _why(check, err["input"], rule), err["input"]))
         else:
-            errors.append(FieldError(loc, str(err.get("msg", "invalid"))))
+            errors.append(FieldError(loc, rule))
     return error_response(400, "; ".join(str(e) for e in errors), errors=[e.to_dict() for e in errors])
 
 
@@ -195,12 +196,12 @@ _URL_NAMES: dict[tuple[Any, ...], Callable[[str], str]] = {
 }
 
 
-def _why(check: Callable[[str], str], value: str) -> str:
+def _why(check: Callable[[str], str], value: str, otherwise: str) -> str:
     try:
         check(value)
     except ValueError as exc:
         return str(exc)
-    return "invalid"
+    return otherwise
 
 
 async def _http(request: Request, exc: Exception) -> Response:
