@@ -22,6 +22,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from muster.api.kinds import API_VERSION, GROUP
+
 __all__ = [
     "API_VERSION",
     "DNS_LABEL_PATTERN",
@@ -40,8 +42,6 @@ __all__ = [
     "validate_labels",
 ]
 
-GROUP = "muster.dev"
-API_VERSION = f"{GROUP}/v1"
 
 # As regular expressions both Python and JSON Schema (the OpenAPI document) read alike.
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

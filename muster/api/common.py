@@ -24,6 +24,7 @@ from muster.api.base import (
     validate_labels,
 )
 from muster.api.errors import FieldError, child_path
+from muster.api.labels import GPU, GPU_MEMORY
 from muster.api.quantity import QUANTITY_PATTERN, Quantity, QuantityError, units_problem
 
 __all__ = [
@@ -54,8 +55,6 @@ __all__ = [
     "unhonoured",
 ]
 
-GPU = "nvidia.com/gpu"
-GPU_MEMORY = "muster.dev/gpu-memory"
 # Resource names Kubernetes allows without a domain prefix; every other resource is an
 # extended resource and must be written with its domain (nvidia.com/gpu, example.com/fpga).
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage", "pods")
