@@ -3,8 +3,14 @@
 A body larger than the limit is refused with 413 ``RequestEntityTooLarge`` (the API's error
 shape, naming the limit) before any route parses it, so an oversized apply costs the server
 at most the limit in memory. ``Content-Length`` is only a shortcut: a request that declares
-too much is refused before a byte is read, but the count is what decides, so a chunked body
+too much is refused before a byte is parsed, but the count is what decides, so a chunked body
 or one that lies about its length is cut off as well.
+
+The rest of a refused body is read and thrown away (up to :data:`DRAIN_BYTES`) before the
+answer is sent: a client such as the SDK's ``http.client`` sends its whole body before it
+reads a response, and a server that closes a connection with unread bytes in it resets it, so
+the client would see "connection reset" instead of the 413. Past that much, the connection is
+simply closed.
 """
 
 from __future__ import annotations
@@ -15,7 +21,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from muster.server.errors import ApiError, error_response
 from muster.util import size_text
 
-__all__ = ["BodyLimit", "RequestTooLarge"]
+__all__ = ["DRAIN_BYTES", "BodyLimit", "RequestTooLarge"]
+
+# How much of a refused body is read (and discarded, a chunk at a time) so that its sender
+# gets the 413; a sender of more than this sees its connection closed instead.
+DRAIN_BYTES = 256 * 1024 * 1024
 
 
 class RequestTooLarge(ApiError, HTTPException):
@@ -47,6 +57,8 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
+            if declared <= DRAIN_BYTES:
+                await _drain(receive, 0)
             await _refuse(self.max_bytes, scope, receive, send)
             return
         received = 0
@@ -58,6 +70,8 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
+                    if message.get("more_body", False):
+                        await _drain(receive, received)
                     raise RequestTooLarge(self.max_bytes)
             return message
 
@@ -81,6 +95,17 @@ def _message(limit: int) -> str:
         f"the request body is larger than the server's limit of {size_text(limit)}; "
         "send fewer documents per apply, or keep large data in volumes or artifacts rather than in objects"
     )
+
+
+async def _drain(receive: Receive, received: int) -> None:
+    """Read the rest of the request body, discarding it, up to DRAIN_BYTES in all."""
+    while received <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return  # the client left
+        received += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _refuse(limit: int, scope: Scope, receive: Receive, send: Send) -> None:

@@ -398,3 +398,13 @@ def _error(resp: httpx.Response) -> dict[str, Any]:
     assert set(body) == {"error"}, body
     assert body["error"]["code"] == resp.status_code and body["error"]["message"], body
     return body["error"]
+
+
+def test_the_sdk_raises_request_too_large_for_a_body_over_the_limit(corpus_server: RunningServer):
+    """The SDK sends its body whole (http.client) while the server refuses it unread: the
+    413 still reaches the caller as RequestTooLarge, not as a broken connection."""
+    with corpus_server.client(TOKEN) as client:
+        for _ in range(3):
+            with pytest.raises(RequestTooLarge, match=r"3 MiB"):
+                client.create(_big_job("sdk-huge", 20 * MIB))
+        assert client.get("TrainingJob", "seed", "default")["metadata"]["name"] == "seed"
