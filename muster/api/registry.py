@@ -24,6 +24,7 @@ from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
+from muster.api.namespace import Namespace, ResourceQuota
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
@@ -83,6 +84,7 @@ def _info(model: type[Object], plural: str, short_names: tuple[str, ...], namesp
 
 
 _KINDS: tuple[KindInfo, ...] = (
+    _info(Namespace, "namespaces", ("ns",), namespaced=False),
     _info(Node, "nodes", ("no",), namespaced=False),
     _info(ResourceFlavor, "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False),
     _info(Topology, "topologies", (), namespaced=False),
@@ -96,6 +98,7 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(Workload, "workloads", ("wl",), namespaced=True),
     _info(Pod, "pods", ("po",), namespaced=True),
     _info(Event, "events", ("ev",), namespaced=True),
+    _info(ResourceQuota, "resourcequotas", ("quota",), namespaced=True),
     _info(Role, "roles", (), namespaced=True),
     _info(RoleBinding, "rolebindings", (), namespaced=True),
     _info(ServiceAccount, "serviceaccounts", ("sa",), namespaced=True),

@@ -64,6 +64,10 @@ class ErrorBody(BaseModel):
     errors: list[FieldErrorBody] = Field(
         default_factory=list, description="Field errors, when fields broke rules."
     )
+    details: dict[str, Any] | None = Field(
+        default=None,
+        description="Forbidden: the user, verb, resource, namespace, name and the missing rule.",
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -82,29 +86,47 @@ class ApiError(Exception):
     """An error a service raises with its HTTP status; ``errors`` are field-level details."""
 
     def __init__(
-        self, code: int, message: str, reason: str | None = None, errors: Sequence[dict[str, Any]] = ()
+        self,
+        code: int,
+        message: str,
+        reason: str | None = None,
+        errors: Sequence[dict[str, Any]] = (),
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or _REASONS.get(code, "Error")
         self.errors = list(errors)
+        self.details = details
 
 
 def error_body(
-    code: int, message: str, reason: str | None = None, errors: Sequence[dict[str, Any]] = ()
+    code: int,
+    message: str,
+    reason: str | None = None,
+    errors: Sequence[dict[str, Any]] = (),
+    details: dict[str, Any] | None = None,
 ) -> dict:
     body: dict[str, Any] = {"code": code, "reason": reason or _REASONS.get(code, "Error"), "message": message}
     if errors:
         body["errors"] = list(errors)
+    if details:
+        body["details"] = details
     return {"error": body}
 
 
 def error_response(
-    code: int, message: str, reason: str | None = None, errors: Sequence[dict] = ()
+    code: int,
+    message: str,
+    reason: str | None = None,
+    errors: Sequence[dict] = (),
+    details: dict[str, Any] | None = None,
 ) -> Response:
     headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
-    return json_response(error_body(code, message, reason, errors), status_code=code, headers=headers)
+    return json_response(
+        error_body(code, message, reason, errors, details), status_code=code, headers=headers
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -132,7 +154,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _api_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.code, exc.message, exc.reason, exc.errors)
+    return error_response(exc.code, exc.message, exc.reason, exc.errors, exc.details)
 
 
 async def _invalid(_request: Request, exc: Exception) -> Response:

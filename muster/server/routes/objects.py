@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from muster.api.base import API_VERSION
 from muster.api.registry import KindInfo
+from muster.server.access.guard import access_of
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES
 from muster.server.services.objects import ObjectService
@@ -71,10 +72,13 @@ def kind_router(info: KindInfo) -> APIRouter:
         timeout: float | None,
     ) -> Response:
         svc = service(request)
+        access = access_of(request)  # a caller who may see only some of them sees only those
         if watch:
             events = svc.watch(info, namespace, since, timeout)
-            return ndjson_watch(request, events, parse_selector(label_selector))
-        return Response(svc.list(info, namespace, label_selector), media_type="application/json")
+            return ndjson_watch(request, events, parse_selector(label_selector), access.watch_filter())
+        return Response(
+            svc.list(info, namespace, label_selector, access.list_filter()), media_type="application/json"
+        )
 
     def add(path: str, method: str, endpoint: Callable[..., Any], op: str, **kwargs: Any) -> None:
         router.add_api_route(path, endpoint, methods=[method], operation_id=f"{op}{info.kind}", **kwargs)

@@ -9,7 +9,7 @@ status subresource writes it, where everything but ``status`` and the preconditi
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from muster.api import registry
@@ -26,14 +26,34 @@ __all__ = ["ObjectService"]
 
 
 class ObjectService:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    """``observe`` and ``forget`` see every object written and deleted (the access policy
+    follows writes of its kinds at once)."""
 
-    def list(self, info: KindInfo, namespace: str | None, label_selector: str | None) -> bytes:
+    def __init__(
+        self,
+        store: Store,
+        observe: Callable[[Obj], None] = lambda _obj: None,
+        forget: Callable[[Obj], None] = lambda _obj: None,
+    ) -> None:
+        self.store = store
+        self.observe = observe
+        self.forget = forget
+
+    def list(
+        self,
+        info: KindInfo,
+        namespace: str | None,
+        label_selector: str | None,
+        keep: Callable[[Obj], bool] | None = None,
+    ) -> bytes:
         """The ``{Kind}List`` as encoded JSON (objects are spliced in as stored when the store
-        can give them so: a 10k-item list is then neither decoded nor re-encoded)."""
+        can give them so: a 10k-item list is then neither decoded nor re-encoded); ``keep``
+        narrows it to what the caller may see."""
         selector = parse_selector(label_selector)
-        if isinstance(self.store, JsonListing):
+        if keep is not None:
+            result = self.store.list(info.kind, namespace, selector)
+            version, items = result.resource_version, dumps([o for o in result.items if keep(o)])
+        elif isinstance(self.store, JsonListing):
             version, texts = self.store.list_json(info.kind, namespace, selector)
             items = ("[" + ",".join(texts) + "]").encode()
         else:
@@ -48,10 +68,10 @@ class ObjectService:
         return self.store.get(info.kind, name, namespace)
 
     def create(self, info: KindInfo, namespace: str | None, body: Any) -> Obj:
-        return self.store.create(_validated(info, namespace, None, body))
+        return self._seen(self.store.create(_validated(info, namespace, None, body)))
 
     def replace(self, info: KindInfo, namespace: str | None, name: str, body: Any) -> Obj:
-        return self.store.update(_validated(info, namespace, name, body))
+        return self._seen(self.store.update(_validated(info, namespace, name, body)))
 
     def replace_status(self, info: KindInfo, namespace: str | None, name: str, body: Any) -> Obj:
         doc = _checked_body(info, namespace, name, body)
@@ -63,10 +83,12 @@ class ObjectService:
         obj = _validate(merged, info, keep_status=True)
         # The caller's precondition, not the stored version: a stale status write must conflict.
         obj["metadata"]["resourceVersion"] = doc["metadata"].get("resourceVersion")
-        return self.store.update_status(obj)
+        return self._seen(self.store.update_status(obj))
 
     def delete(self, info: KindInfo, namespace: str | None, name: str, resource_version: str | None) -> Obj:
-        return self.store.delete(info.kind, name, namespace, resource_version=resource_version or None)
+        deleted = self.store.delete(info.kind, name, namespace, resource_version=resource_version or None)
+        self.forget(deleted)
+        return deleted
 
     def watch(
         self, info: KindInfo, namespace: str | None, resource_version: str | None, timeout: float | None
@@ -84,6 +106,10 @@ class ObjectService:
             finally:
                 getattr(probe, "close", lambda: None)()
         return self.store.watch(info.kind, namespace, since, timeout=timeout)
+
+    def _seen(self, obj: Obj) -> Obj:
+        self.observe(obj)
+        return obj
 
 
 def _validated(info: KindInfo, namespace: str | None, name: str | None, body: Any) -> Obj:
