@@ -43,6 +43,8 @@ from muster.server.access.escalation import check_write
 from muster.server.access.policy import AccessControl
 from muster.server.access.rbac import Visibility, missing_rule
 from muster.server.errors import ApiError
+from muster.server.services.objects import merge_patch
+from muster.store import NotFound
 
 __all__ = [
     "AUTHENTICATED",
@@ -240,6 +242,12 @@ async def guard(request: Request) -> None:
     access = request.state.access = Access(user, control, None, attrs)
     if attrs.verb in _RBAC_WRITE_VERBS and attrs.resource in _RBAC_RESOURCES and not attrs.subresource:
         body = await _json_body(request)
+        if isinstance(body, dict) and attrs.verb == "patch":
+            try:
+                stored = control.store.get(registry.lookup(attrs.resource).kind, attrs.name, attrs.namespace)
+            except NotFound:
+                return  # the handler answers 404
+            body = merge_patch(stored, body)
         if isinstance(body, dict):
             check_write(access, attrs, body)
 

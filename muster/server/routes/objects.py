@@ -6,6 +6,9 @@ namespaced kinds
 cluster kinds
     ``/apis/muster.dev/v1/{plural}[/{name}[/status]]``
 
+Verbs as Kubernetes has them: GET (get, list, watch), POST (create), PUT (update), PATCH (a JSON
+merge patch), DELETE of an object (delete) and of a collection (deletecollection, by label).
+
 A list answers a ``{Kind}List``; ``?watch=true`` streams NDJSON events instead, after
 ``resourceVersion`` (default: from now). Routes are concrete per kind, so the OpenAPI
 document names every kind's schema. Handlers are thin: they parse, then call the service.
@@ -23,7 +26,7 @@ from muster.api.base import API_VERSION
 from muster.api.registry import KindInfo
 from muster.server.access.guard import access_of
 from muster.server.encoding import json_response
-from muster.server.errors import ERROR_RESPONSES
+from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.services.objects import ObjectService
 from muster.server.watch import ndjson_watch
 from muster.store import parse_selector
@@ -59,6 +62,7 @@ def kind_router(info: KindInfo) -> APIRouter:
     schema = {"model": info.model, "description": f"A {info.kind}."}
     body_doc = _request_body(info)
     list_doc = {200: {"description": f"A {info.kind}List, or NDJSON events with watch=true."}}
+    deleted_doc = {200: {"description": f"A {info.kind}List of the objects deleted."}}
 
     def service(request: Request) -> ObjectService:
         return request.app.state.objects
@@ -119,6 +123,14 @@ def kind_router(info: KindInfo) -> APIRouter:
         def remove(request: Request, namespace: str, name: str, since: str | None = _SINCE) -> Response:
             return json_response(service(request).delete(info, namespace, name, since))
 
+        def patch(request: Request, namespace: str, name: str, body: Any = Body(...)) -> Response:
+            _merge_patch_only(request)
+            return json_response(service(request).patch(info, namespace, name, body))
+
+        def remove_all(request: Request, namespace: str, label_selector: str | None = _SELECTOR) -> Response:
+            body = service(request).delete_collection(info, namespace, label_selector)
+            return Response(body, media_type="application/json")
+
         def replace_status(request: Request, namespace: str, name: str, body: Any = Body(...)) -> Response:
             return json_response(service(request).replace_status(info, namespace, name, body))
 
@@ -147,6 +159,14 @@ def kind_router(info: KindInfo) -> APIRouter:
         def remove(request: Request, name: str, since: str | None = _SINCE) -> Response:  # type: ignore[misc]
             return json_response(service(request).delete(info, None, name, since))
 
+        def patch(request: Request, name: str, body: Any = Body(...)) -> Response:  # type: ignore[misc]
+            _merge_patch_only(request)
+            return json_response(service(request).patch(info, None, name, body))
+
+        def remove_all(request: Request, label_selector: str | None = _SELECTOR) -> Response:  # type: ignore[misc]
+            body = service(request).delete_collection(info, None, label_selector)
+            return Response(body, media_type="application/json")
+
         def replace_status(request: Request, name: str, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).replace_status(info, None, name, body))
 
@@ -162,10 +182,28 @@ def kind_router(info: KindInfo) -> APIRouter:
     add(object_path(info), "GET", read, "read", responses={200: schema})
     add(object_path(info), "PUT", replace, "replace", responses={200: schema}, openapi_extra=body_doc)
     add(object_path(info), "DELETE", remove, "delete", responses={200: schema})
+    add(object_path(info), "PATCH", patch, "patch", responses={200: schema}, openapi_extra=_patch_doc(info))
+    add(collection_path(info), "DELETE", remove_all, "deleteCollection", responses=deleted_doc)
     if info.has_status:
         add(object_path(info) + "/status", "GET", read, "readStatus", responses={200: schema})
         add(object_path(info) + "/status", "PUT", replace_status, "replaceStatus", responses={200: schema})
     return router
+
+
+def _merge_patch_only(request: Request) -> None:
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind not in ("application/merge-patch+json", "application/json"):
+        raise ApiError(
+            415,
+            "PATCH takes a JSON merge patch (Content-Type: application/merge-patch+json), "
+            f"not {kind or 'nothing'}",
+            "UnsupportedMediaType",
+        )
+
+
+def _patch_doc(info: KindInfo) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{info.model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/merge-patch+json": {"schema": ref}}}}
 
 
 def _request_body(info: KindInfo) -> dict[str, Any]:
