@@ -24,5 +24,22 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @app.callback()
-def _root() -> None:
+def _root(ctx: typer.Context) -> None:
     """Muster: quotas, gang scheduling and pipelines for shared GPUs."""
+    # The namespace of the context in use (muster config) is every command's default -n.
+    from muster.cli.contexts import context_namespace
+
+    namespace = context_namespace()
+    if namespace:
+        ctx.default_map = _namespace_defaults(ctx.command, namespace)
+
+
+def _namespace_defaults(command: object, namespace: str) -> dict:
+    """Click's default_map giving every command that has a ``namespace`` option ``namespace``."""
+    out: dict = {}
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        if getattr(sub, "commands", None):
+            out[name] = _namespace_defaults(sub, namespace)
+        elif any(p.name == "namespace" for p in sub.params):
+            out[name] = {"namespace": namespace}
+    return out

@@ -5,6 +5,9 @@ from __future__ import annotations
 # Command modules register on `app` when imported; keep this list sorted.
 from muster.cli import (  # noqa: F401
     apply,
+    audit,
+    auth,
+    contexts,
     delete,
     demo,
     describe,
@@ -12,10 +15,12 @@ from muster.cli import (  # noqa: F401
     get,
     logs,
     node,
+    patch,
     retry,
     sched,
     sim,
     suspend,
+    token,
     top,
     up,
     version,

@@ -56,7 +56,7 @@ def _edit_rules() -> list[Obj]:
         _rule(["workloads", "events", "resourcequotas"], READ),
         _rule(["serviceaccounts"], ALL_VERBS),
         _rule(["tokens"], ["get", "list", "watch", "delete"]),
-        _rule(["namespaces"], ["get"]),
+        _rule(["namespaces"], READ),  # bound in a namespace: that namespace only
     ]
 
 

@@ -72,11 +72,11 @@ def _authorize(access: Access, store: Store, objects: list[tuple[int, dict[str, 
     for index, obj in objects:
         info = registry.lookup(obj["kind"])
         meta = obj["metadata"]
-        ns = (
-            meta.get("namespace") if info.namespaced else (meta["name"] if info.kind == "Namespace" else None)
-        )
+        ns = meta.get("namespace") if info.namespaced else None
         try:
             store.get(info.kind, meta["name"], meta.get("namespace"))
+            # A namespace's own RoleBindings may grant changes to it (not its creation).
+            ns = meta["name"] if info.kind == "Namespace" else ns
             attrs = Attributes("update", info.plural, namespace=ns, name=meta["name"])
         except NotFound:
             attrs = Attributes("create", info.plural, namespace=ns)

@@ -1,0 +1,168 @@
+"""``muster config``: servers, credentials and contexts in the client config file, as kubeconfig.
+
+    muster config set-cluster lab --server http://gpu-box:7070
+    muster config set-credentials alice --token "$(cat alice.token)"
+    muster config set-context team-a --cluster lab --user alice --namespace team-a
+    muster config use-context team-a
+
+The file is ``$MUSTER_HOME/config`` (or ``$MUSTER_CONFIG``), mode 0600; ``view`` hides tokens
+unless ``--raw``. A context's namespace is the default of every ``-n``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from muster.cli.app import app, console
+from muster.cli.common import fail
+from muster.cli.output import Output, print_rows, print_value
+from muster.config import settings
+from muster.sdk.contexts import ClientConfig, ConfigError, load_config, save_config
+
+__all__ = ["config_app", "context_namespace"]
+
+config_app = typer.Typer(
+    name="config", help="Servers, credentials and contexts (like kubeconfig).", no_args_is_help=True
+)
+app.add_typer(config_app)
+
+NameArg = Annotated[str, typer.Argument(help="The name.")]
+
+
+@config_app.command("view")
+def view(
+    raw: Annotated[bool, typer.Option("--raw", help="Show tokens too.")] = False,
+    output: Annotated[Output, typer.Option("--output", "-o", help="yaml or json.")] = Output.yaml,
+) -> None:
+    """Print the config file (tokens REDACTED unless --raw)."""
+    print_value(_load().to_dict(redact=not raw), Output.json if output == Output.json else Output.yaml)
+
+
+@config_app.command("get-contexts")
+def get_contexts() -> None:
+    """List the contexts; * marks the current one."""
+    cfg = _load()
+    rows = [
+        [
+            "*" if name == cfg.current_context else "",
+            name,
+            str(ctx.get("cluster") or ""),
+            str(ctx.get("user") or ""),
+            str(ctx.get("namespace") or ""),
+        ]
+        for name, ctx in sorted(cfg.contexts.items())
+    ]
+    print_rows(["CURRENT", "NAME", "CLUSTER", "AUTHINFO", "NAMESPACE"], rows)
+
+
+@config_app.command("current-context")
+def current_context() -> None:
+    """Print the current context."""
+    cfg = _load()
+    if not cfg.current_context:
+        fail("current-context is not set (muster config use-context NAME)")
+    console.print(cfg.current_context, markup=False)
+
+
+@config_app.command("use-context")
+def use_context(name: NameArg) -> None:
+    """Make NAME the current context."""
+    cfg = _load()
+    if name not in cfg.contexts:
+        fail(f"no context {name!r} (known: {', '.join(sorted(cfg.contexts)) or 'none'})")
+    cfg.current_context = name
+    _save(cfg)
+    console.print(f'Switched to context "{name}".', markup=False)
+
+
+@config_app.command("set-cluster")
+def set_cluster(
+    name: NameArg,
+    server: Annotated[str, typer.Option("--server", help="The server's URL, e.g. http://gpu-box:7070.")],
+) -> None:
+    """Add or change a server."""
+    if not server.startswith(("http://", "https://")):
+        fail(f"--server {server!r}: give a URL such as http://{server}", 2)
+    cfg = _load()
+    cfg.clusters[name] = {**cfg.clusters.get(name, {}), "server": server.rstrip("/")}
+    _save(cfg)
+    console.print(f'Cluster "{name}" set.', markup=False)
+
+
+@config_app.command("set-credentials")
+def set_credentials(
+    name: NameArg,
+    token: Annotated[str, typer.Option("--token", help="The bearer token (muster token create).")],
+) -> None:
+    """Add or change a user's token."""
+    cfg = _load()
+    cfg.users[name] = {**cfg.users.get(name, {}), "token": token.strip()}
+    _save(cfg)
+    console.print(f'User "{name}" set.', markup=False)
+
+
+@config_app.command("set-context")
+def set_context(
+    name: NameArg,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="A cluster of the file.", show_default=False)
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="A user of the file.", show_default=False)
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="The default namespace.", show_default=False)
+    ] = None,
+) -> None:
+    """Add or change a context (what is not given is kept)."""
+    cfg = _load()
+    ctx = dict(cfg.contexts.get(name, {}))
+    for key, value, known in (("cluster", cluster, cfg.clusters), ("user", user, cfg.users)):
+        if value is not None:
+            if value not in known:
+                fail(f"--{key} {value!r} is not in the config: add it with muster config set-{_setter(key)}")
+            ctx[key] = value
+    if namespace is not None:
+        ctx["namespace"] = namespace
+    cfg.contexts[name] = ctx
+    _save(cfg)
+    console.print(f'Context "{name}" set.', markup=False)
+
+
+@config_app.command("delete-context")
+def delete_context(name: NameArg) -> None:
+    """Remove a context."""
+    cfg = _load()
+    if cfg.contexts.pop(name, None) is None:
+        fail(f"no context {name!r}")
+    if cfg.current_context == name:
+        cfg.current_context = None
+    _save(cfg)
+    console.print(f'Deleted context "{name}".', markup=False)
+
+
+def context_namespace() -> str | None:
+    """The namespace of the context in use, if it names one (and the file reads)."""
+    s = settings()
+    try:
+        resolved = load_config(s.config_path).resolve(s.context)
+    except ConfigError:
+        return None  # the command itself reports it when it connects
+    return resolved.namespace if resolved else None
+
+
+def _setter(key: str) -> str:
+    return "cluster" if key == "cluster" else "credentials"
+
+
+def _load() -> ClientConfig:
+    try:
+        return load_config(settings().config_path)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _save(cfg: ClientConfig) -> None:
+    save_config(settings().config_path, cfg)
