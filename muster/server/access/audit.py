@@ -174,7 +174,7 @@ def _entry(scope: Scope, status: int, started: float) -> dict[str, Any]:
         "resource": attrs.resource,
         "subresource": attrs.subresource,
         "namespace": attrs.namespace or "",
-        "name": attrs.name,
+        "name": attrs.name or str(state.get("audit_name") or ""),
         "code": status,
         "requestURI": path
         + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else ""),

@@ -240,6 +240,11 @@ async def guard(request: Request) -> None:
     if not decision.allowed:
         raise forbidden(user, attrs, decision.reason)
     access = request.state.access = Access(user, control, None, attrs)
+    if attrs.verb == "create" and attrs.is_resource and not attrs.name:
+        created = await _json_body(request)
+        meta = created.get("metadata") if isinstance(created, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            request.state.audit_name = meta["name"]  # the audit log names what was created
     if attrs.verb in _RBAC_WRITE_VERBS and attrs.resource in _RBAC_RESOURCES and not attrs.subresource:
         body = await _json_body(request)
         if isinstance(body, dict) and attrs.verb == "patch":
