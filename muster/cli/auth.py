@@ -45,8 +45,11 @@ def whoami(
 @auth_app.command("can-i")
 def can_i(
     verb: Annotated[
-        str, typer.Argument(help="get, list, watch, create, update, patch, delete, deletecollection, *.")
-    ],
+        str | None,
+        typer.Argument(
+            help="get, list, watch, create, update, patch, delete, deletecollection, *.", show_default=False
+        ),
+    ] = None,
     resource: Annotated[
         str | None,
         typer.Argument(
@@ -82,8 +85,8 @@ def can_i(
         if list_rules:
             _print_rules(client.rules(ns))
             return
-        if resource is None:
-            raise BadInput(["error: give the RESOURCE (or /PATH) to check, or --list"])
+        if verb is None or resource is None:
+            raise BadInput(["error: give VERB and RESOURCE (or /PATH) to check, or --list"])
         if resource.startswith("/"):
             allowed, reason = client.can_i(verb, path=resource, as_user=as_user, as_groups=as_group or [])
         else:
