@@ -40,7 +40,7 @@ ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "del
 READ = ["get", "list", "watch"]
 _QUEUE_KINDS = ["clusterqueues", "cohorts", "resourceflavors", "topologies", "priorityclasses"]
 _TEAM_WORK = ["trainingjobs", "workflows", "inferenceservices", "localqueues", "cacheentries"]
-_TEAM_READS = ["pods", "pods/log", "workloads", "events", "resourcequotas", "serviceaccounts", "namespaces"]
+_TEAM_READS = ["pods", "workloads", "events", "resourcequotas", "serviceaccounts", "namespaces"]
 
 
 def _rule(resources: list[str], verbs: list[str], groups: tuple[str, ...] = ("muster.dev",)) -> Obj:
@@ -76,7 +76,7 @@ _CLUSTER_ROLES: dict[str, list[Obj]] = {
         _rule(["auditevents"], ["get", "list"]),
     ],
     "edit": _edit_rules(),
-    "view": [_rule([*_TEAM_WORK, *_TEAM_READS], READ)],
+    "view": [_rule([*_TEAM_WORK, *_TEAM_READS], READ), _rule(["pods/log"], ["get"])],
     "muster:cluster-info": [_rule(["nodes", *_QUEUE_KINDS], READ)],
     "system:basic-user": [
         _rule(["selfsubjectaccessreviews", "selfsubjectrulesreviews"], ["create"], ("authorization.k8s.io",)),

@@ -70,8 +70,8 @@ def check_write(access: Access, attrs: Attributes, obj: Obj, pending_roles: Iter
     if rules is None:
         raise ApiError(
             403,
-            f"{kind} {name!r}: {ref_kind} {ref_name!r} does not exist, and User {access.user.name!r} "
-            f"may not bind it (the verb bind on {_ROLE_RESOURCE[ref_kind]} {ref_name!r})",
+            f'{kind} "{name}": {ref_kind} "{ref_name}" does not exist, and User "{access.user.name}" '
+            f'may not bind it (the verb bind on {_ROLE_RESOURCE[ref_kind]} "{ref_name}")',
             "Forbidden",
         )
     missing = uncovered(owner, rules)
@@ -169,7 +169,7 @@ def _escalation(
     verb: str,
     role: str = "",
 ) -> ApiError:
-    where = f" in namespace {namespace!r}" if namespace else ""
+    where = f' in namespace "{namespace}"' if namespace else ""
     what = f"binding {role}" if role else "these rules"
     shown = "; ".join(
         f"{m['verb']} {m['nonResourceURL']}"
@@ -180,9 +180,9 @@ def _escalation(
     )
     return ApiError(
         403,
-        f"{kind} {name!r} is forbidden: User {access.user.name!r} may not grant permissions it does not "
+        f'{kind} "{name}" is forbidden: User "{access.user.name}" may not grant permissions it does not '
         f"hold{where} ({what} would grant: {shown}); ask someone who holds them, or for the verb "
-        f"{verb!r} on it",
+        f'"{verb}" on it',
         "Forbidden",
         details={
             "user": access.user.name,

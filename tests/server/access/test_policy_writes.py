@@ -4,6 +4,7 @@ hold, a roleRef never changes, and a change takes effect at the next request; th
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,28 @@ def test_audit_records_older_than_the_retention_are_pruned(sqlite_store: Store):
     writer.flush()
     assert writer.prune() == 1
     assert [r["user"] for r in sqlite_store.query_audit(AuditQuery())] == ["new"]  # type: ignore[attr-defined]
+
+
+def test_the_tenancy_example_applies_as_written_and_does_what_it_says(teams: tuple[RunningServer, Clients]):
+    from muster.cli.manifests import load_documents
+
+    server, clients = teams
+    admin = clients["admin"]
+    example = Path(__file__).resolve().parents[3] / "examples" / "tenancy" / "teams.yaml"
+    docs = [d.body for d in load_documents([str(example)])]
+    assert all(r["warnings"] == [] for r in admin.apply(docs))
+    alice = server.client(admin.create_token("alice", ["team-a"])["status"]["token"])
+    carol = server.client(admin.create_token("carol", ["team-b"])["status"]["token"])
+    ci = server.client(admin.create_token(service_account=("team-a", "ci"))["status"]["token"])
+    try:
+        alice.create(sample("RoleBinding", "dan-views", "team-a"))  # the team lead grants view
+        ci.create(sample("TrainingJob", "nightly", "team-a"))
+        with pytest.raises(Forbidden):
+            carol.get("TrainingJob", "nightly", "team-a")
+        with pytest.raises(Forbidden):
+            ci.create(sample("TrainingJob", "nightly", "team-b"))
+        quota = admin.get("ResourceQuota", "gpus", "team-a")
+        assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "2", "pods": "8"}
+    finally:
+        for c in (alice, carol, ci):
+            c.close()
