@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from muster.cli.app import app, console
+from muster.cli.app import app
 from muster.cli.common import ServerOpt, TokenOpt, connect, handle_errors
-from muster.cli.output import Output, print_rows, print_value
+from muster.cli.output import Output, print_records
 
 __all__ = ["audit", "print_audit"]
 
@@ -66,12 +66,6 @@ def audit(
 
 
 def print_audit(items: list[dict[str, Any]], output: Output) -> None:
-    if output in (Output.json, Output.yaml):
-        print_value({"apiVersion": "muster.dev/v1", "kind": "AuditEventList", "items": items}, output)
-        return
-    if not items:
-        console.print("No audit records found.", markup=False)
-        return
     wide = output == Output.wide
     headers = ["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "CODE"]
     if wide:
@@ -91,4 +85,4 @@ def print_audit(items: list[dict[str, Any]], output: Output) -> None:
         if wide:
             row += [e.get("sourceIP", ""), e.get("tokenId", ""), ",".join(e.get("objects") or [])]
         rows.append(row)
-    print_rows(headers, rows)
+    print_records("AuditEventList", items, output, headers, rows, "No audit records found.")

@@ -11,6 +11,7 @@ unless ``--raw``. A context's namespace is the default of every ``-n``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -69,12 +70,13 @@ def current_context() -> None:
 @config_app.command("use-context")
 def use_context(name: NameArg) -> None:
     """Make NAME the current context."""
-    cfg = _load()
-    if name not in cfg.contexts:
-        fail(f"no context {name!r} (known: {', '.join(sorted(cfg.contexts)) or 'none'})")
-    cfg.current_context = name
-    _save(cfg)
-    console.print(f'Switched to context "{name}".', markup=False)
+
+    def change(cfg: ClientConfig) -> None:
+        if name not in cfg.contexts:
+            fail(f"no context {name!r} (known: {', '.join(sorted(cfg.contexts)) or 'none'})")
+        cfg.current_context = name
+
+    _edit(change, f'Switched to context "{name}".')
 
 
 @config_app.command("set-cluster")
@@ -85,10 +87,11 @@ def set_cluster(
     """Add or change a server."""
     if not server.startswith(("http://", "https://")):
         fail(f"--server {server!r}: give a URL such as http://{server}", 2)
-    cfg = _load()
-    cfg.clusters[name] = {**cfg.clusters.get(name, {}), "server": server.rstrip("/")}
-    _save(cfg)
-    console.print(f'Cluster "{name}" set.', markup=False)
+
+    def change(cfg: ClientConfig) -> None:
+        cfg.clusters[name] = {**cfg.clusters.get(name, {}), "server": server.rstrip("/")}
+
+    _edit(change, f'Cluster "{name}" set.')
 
 
 @config_app.command("set-credentials")
@@ -97,10 +100,11 @@ def set_credentials(
     token: Annotated[str, typer.Option("--token", help="The bearer token (muster token create).")],
 ) -> None:
     """Add or change a user's token."""
-    cfg = _load()
-    cfg.users[name] = {**cfg.users.get(name, {}), "token": token.strip()}
-    _save(cfg)
-    console.print(f'User "{name}" set.', markup=False)
+
+    def change(cfg: ClientConfig) -> None:
+        cfg.users[name] = {**cfg.users.get(name, {}), "token": token.strip()}
+
+    _edit(change, f'User "{name}" set.')
 
 
 @config_app.command("set-context")
@@ -117,30 +121,35 @@ def set_context(
     ] = None,
 ) -> None:
     """Add or change a context (what is not given is kept)."""
-    cfg = _load()
-    ctx = dict(cfg.contexts.get(name, {}))
-    for key, value, known in (("cluster", cluster, cfg.clusters), ("user", user, cfg.users)):
-        if value is not None:
-            if value not in known:
-                fail(f"--{key} {value!r} is not in the config: add it with muster config set-{_setter(key)}")
-            ctx[key] = value
-    if namespace is not None:
-        ctx["namespace"] = namespace
-    cfg.contexts[name] = ctx
-    _save(cfg)
-    console.print(f'Context "{name}" set.', markup=False)
+
+    def change(cfg: ClientConfig) -> None:
+        ctx = dict(cfg.contexts.get(name, {}))
+        for key, value, known in (("cluster", cluster, cfg.clusters), ("user", user, cfg.users)):
+            if value is not None:
+                if value not in known:
+                    fail(
+                        f"--{key} {value!r} is not in the config: "
+                        f"add it with muster config set-{_setter(key)}"
+                    )
+                ctx[key] = value
+        if namespace is not None:
+            ctx["namespace"] = namespace
+        cfg.contexts[name] = ctx
+
+    _edit(change, f'Context "{name}" set.')
 
 
 @config_app.command("delete-context")
 def delete_context(name: NameArg) -> None:
     """Remove a context."""
-    cfg = _load()
-    if cfg.contexts.pop(name, None) is None:
-        fail(f"no context {name!r}")
-    if cfg.current_context == name:
-        cfg.current_context = None
-    _save(cfg)
-    console.print(f'Deleted context "{name}".', markup=False)
+
+    def change(cfg: ClientConfig) -> None:
+        if cfg.contexts.pop(name, None) is None:
+            fail(f"no context {name!r}")
+        if cfg.current_context == name:
+            cfg.current_context = None
+
+    _edit(change, f'Deleted context "{name}".')
 
 
 def context_namespace() -> str | None:
@@ -164,5 +173,9 @@ def _load() -> ClientConfig:
         fail(str(exc))
 
 
-def _save(cfg: ClientConfig) -> None:
+def _edit(change: Callable[[ClientConfig], None], done: str) -> None:
+    """Read the file, ``change`` it (which may fail), write it back (0600), say ``done``."""
+    cfg = _load()
+    change(cfg)
     save_config(settings().config_path, cfg)
+    console.print(done, markup=False)

@@ -22,7 +22,7 @@ from muster.cli.common import (
     fail,
     handle_errors,
 )
-from muster.cli.output import Output, print_rows, print_value
+from muster.cli.output import Output, print_records, print_value
 from muster.config import read_credentials, settings
 
 __all__ = ["parse_duration", "token_app"]
@@ -99,16 +99,8 @@ def list_tokens(
     """The tokens you may list (never a token itself)."""
     with handle_errors(), connect(server, token) as client:
         items = client.tokens(namespace)
-        if output in (Output.json, Output.yaml):
-            print_value({"apiVersion": "muster.dev/v1", "kind": "TokenList", "items": items}, output)
-            return
-        if not items:
-            console.print("No tokens found.", markup=False)
-            return
-        print_rows(
-            ["ID", "NAMESPACE", "USER", "GROUPS", "EXPIRES", "CREATED BY", "DESCRIPTION"],
-            [_row(t) for t in items],
-        )
+    headers = ["ID", "NAMESPACE", "USER", "GROUPS", "EXPIRES", "CREATED BY", "DESCRIPTION"]
+    print_records("TokenList", items, output, headers, [_row(t) for t in items], "No tokens found.")
 
 
 @token_app.command("revoke")
