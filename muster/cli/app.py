@@ -27,7 +27,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 def _root(ctx: typer.Context) -> None:
     """Muster: quotas, gang scheduling and pipelines for shared GPUs."""
     # The namespace of the context in use (muster config) is every command's default -n.
-    from muster.cli.contexts import context_namespace
+    from muster.sdk.contexts import context_namespace
 
     namespace = context_namespace()
     if namespace:

@@ -22,7 +22,7 @@ from muster.cli.output import Output, print_rows, print_value
 from muster.config import settings
 from muster.sdk.contexts import ClientConfig, ConfigError, load_config, save_config
 
-__all__ = ["config_app", "context_namespace"]
+__all__ = ["config_app"]
 
 config_app = typer.Typer(
     name="config", help="Servers, credentials and contexts (like kubeconfig).", no_args_is_help=True
@@ -150,16 +150,6 @@ def delete_context(name: NameArg) -> None:
             cfg.current_context = None
 
     _edit(change, f'Deleted context "{name}".')
-
-
-def context_namespace() -> str | None:
-    """The namespace of the context in use, if it names one (and the file reads)."""
-    s = settings()
-    try:
-        resolved = load_config(s.config_path).resolve(s.context)
-    except ConfigError:
-        return None  # the command itself reports it when it connects
-    return resolved.namespace if resolved else None
 
 
 def _setter(key: str) -> str:

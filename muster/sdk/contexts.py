@@ -31,7 +31,9 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ClientConfig", "ConfigError", "Resolved", "load_config", "save_config"]
+from muster.config import settings
+
+__all__ = ["ClientConfig", "ConfigError", "Resolved", "context_namespace", "load_config", "save_config"]
 
 _KIND = "Config"
 _API_VERSION = "muster.dev/v1"
@@ -112,6 +114,17 @@ def load_config(path: Path) -> ClientConfig:
         contexts=_named(data, "contexts", "context", path),
         current_context=data.get("current-context") or None,
     )
+
+
+def context_namespace() -> str | None:
+    """The namespace of the context in use (``$MUSTER_CONTEXT`` or the current one), if it names
+    one; None too when the file does not read (the command reports that when it connects)."""
+    s = settings()
+    try:
+        resolved = load_config(s.config_path).resolve(s.context)
+    except ConfigError:
+        return None
+    return resolved.namespace if resolved else None
 
 
 def save_config(path: Path, config: ClientConfig) -> None:
