@@ -150,3 +150,37 @@ def test_can_i_answers_like_kubectl(teams: tuple[RunningServer, Clients]):
 def test_the_bootstrap_admin_is_in_system_masters(teams: tuple[RunningServer, Clients]):
     me = teams[1]["admin"].whoami()
     assert me == {"username": "admin", "groups": ["system:masters", "system:authenticated"]}
+
+
+def test_a_second_server_on_the_same_database_follows_tokens_and_bindings(tmp_path: Path):
+    """Each server keeps the policy from the store's change log: a token made or revoked, a
+    binding made, on one server holds on the other within the poll interval."""
+    from muster.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    one, two = open_store(url, poll_interval=0.05), open_store(url, poll_interval=0.05)
+    try:
+        with serve(one, ADMIN) as first, serve(two, ADMIN) as second, first.client() as admin:
+            made = admin.create_token("fay", ["team-f"])
+            with second.client(made["status"]["token"]) as fay:
+                wait_for(lambda: not _refused(fay), timeout=10, what="the second server to accept the token")
+                with pytest.raises(Forbidden):
+                    fay.list("TrainingJob", "team-f")
+                admin.create(
+                    sample("RoleBinding", "f-view", "team-f")
+                    | {
+                        "subjects": [{"kind": "Group", "name": "team-f"}],
+                        "roleRef": {"kind": "ClusterRole", "name": "view"},
+                    }
+                )
+                wait_for(
+                    lambda: fay.can_i("list", "trainingjobs", "team-f")[0], timeout=10, what="the binding"
+                )
+                assert fay.list("TrainingJob", "team-f")["items"] == []
+                admin.revoke_token(made["metadata"]["name"])
+                wait_for(
+                    lambda: _refused(fay), timeout=10, what="the second server to refuse the revoked token"
+                )
+    finally:
+        one.close()
+        two.close()
