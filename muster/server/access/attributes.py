@@ -17,7 +17,7 @@ other names of them (:func:`identities`), so a Kubernetes Role applies unchanged
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from muster.api.base import GROUP
 
@@ -87,14 +87,6 @@ class UserInfo:
         ns, _, name = self.name[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")
         return (ns, name) if ns and name else None
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"username": self.name, "groups": list(self.groups)}
-        if self.token_id:
-            out["tokenId"] = self.token_id
-        if self.expires:
-            out["expirationTimestamp"] = self.expires
-        return out
-
 
 def service_account_user(namespace: str, name: str) -> UserInfo:
     """The identity of ServiceAccount ``namespace/name``, with the groups Kubernetes gives it."""
@@ -116,7 +108,6 @@ class Attributes:
     name: str = ""
     group: str = GROUP
     path: str = ""
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_resource(self) -> bool:
