@@ -1,7 +1,8 @@
 """The FastAPI application and its lifecycle.
 
 :func:`create_app` wires the store into thin routers (one generated per kind), the error
-shape, bearer auth and metrics. Start-up work is a list of :class:`Hook`\\ s run in order by
+shape, authentication, authorization (one guard every route passes, :mod:`muster.server.access`),
+the audit log and metrics. Start-up work is a list of :class:`Hook`\\ s run in order by
 the app's lifespan and stopped in reverse order at shutdown: creating the defaults is the
 first; the manager (controllers, scheduler loop, runtime) registers its own hook in
 :func:`muster.server.hooks.server_hooks`, so everything runs in the one ``muster up``
