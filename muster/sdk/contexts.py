@@ -29,11 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from muster.home import config_path, home_dir
 
-from muster.config import settings
-
-__all__ = ["ClientConfig", "ConfigError", "Resolved", "context_namespace", "load_config", "save_config"]
+__all__ = [
+    "ClientConfig",
+    "ConfigError",
+    "Resolved",
+    "context_namespace",
+    "current_context",
+    "load_config",
+    "save_config",
+]
 
 _KIND = "Config"
 _API_VERSION = "muster.dev/v1"
@@ -102,6 +108,8 @@ def load_config(path: Path) -> ClientConfig:
         return ClientConfig()
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    import yaml  # here: every CLI call looks for the file, few have one
+
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -116,12 +124,18 @@ def load_config(path: Path) -> ClientConfig:
     )
 
 
+def current_context(home: str | Path | None = None) -> Resolved | None:
+    """The context in use: ``$MUSTER_CONTEXT``, else the file's current-context; None when
+    there is none. Reads the environment directly (every CLI call comes here, see
+    :mod:`muster.home`)."""
+    return load_config(config_path(home_dir(home))).resolve(os.environ.get("MUSTER_CONTEXT") or None)
+
+
 def context_namespace() -> str | None:
-    """The namespace of the context in use (``$MUSTER_CONTEXT`` or the current one), if it names
-    one; None too when the file does not read (the command reports that when it connects)."""
-    s = settings()
+    """The namespace of the context in use, if it names one; None too when the file does not
+    read (the command reports that when it connects)."""
     try:
-        resolved = load_config(s.config_path).resolve(s.context)
+        resolved = current_context()
     except ConfigError:
         return None
     return resolved.namespace if resolved else None
@@ -131,6 +145,8 @@ def save_config(path: Path, config: ClientConfig) -> None:
     """Write ``config`` to ``path`` atomically, readable by its owner only (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    import yaml
+
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
