@@ -19,7 +19,7 @@ import typer
 from muster.cli.app import app, console
 from muster.cli.common import fail
 from muster.cli.output import Output, print_rows, print_value
-from muster.config import settings
+from muster.home import config_path, home_dir
 from muster.sdk.contexts import ClientConfig, ConfigError, load_config, save_config
 
 __all__ = ["config_app"]
@@ -158,7 +158,7 @@ def _setter(key: str) -> str:
 
 def _load() -> ClientConfig:
     try:
-        return load_config(settings().config_path)
+        return load_config(config_path(home_dir()))
     except ConfigError as exc:
         fail(str(exc))
 
@@ -167,5 +167,5 @@ def _edit(change: Callable[[ClientConfig], None], done: str) -> None:
     """Read the file, ``change`` it (which may fail), write it back (0600), say ``done``."""
     cfg = _load()
     change(cfg)
-    save_config(settings().config_path, cfg)
+    save_config(config_path(home_dir()), cfg)
     console.print(done, markup=False)

@@ -23,7 +23,7 @@ from muster.cli.common import (
     handle_errors,
 )
 from muster.cli.output import Output, print_records, print_value
-from muster.config import read_credentials, settings
+from muster.home import CREDENTIALS, home_dir, read_credentials
 
 __all__ = ["parse_duration", "token_app"]
 
@@ -128,10 +128,10 @@ def revoke(
 @token_app.command("show")
 def show() -> None:
     """Print the bootstrap admin token of this MUSTER_HOME (what `muster up` made)."""
-    s = settings()
-    creds = read_credentials(s.credentials_path)
+    path = home_dir() / CREDENTIALS
+    creds = read_credentials(path)
     if creds is None:
-        fail(f"no credentials in {s.credentials_path}: `muster up` makes them on its first start")
+        fail(f"no credentials in {path}: `muster up` makes them on its first start")
     console.print(creds["token"], markup=False, soft_wrap=True)
 
 

@@ -76,8 +76,10 @@ def test_a_revoked_token_ends_its_watch(teams: tuple[RunningServer, Clients]):
     server, clients = teams
     admin = clients["admin"]
     made = admin.create_token("ewan", ["team-a"])
+    # From a version read first: the watch's request goes out when its thread first reads it.
+    start = admin.list("TrainingJob", "team-a")["metadata"]["resourceVersion"]
     with server.client(made["status"]["token"]) as ewan:
-        watch = Collector(ewan.watch("TrainingJob", "team-a"))
+        watch = Collector(ewan.watch("TrainingJob", "team-a", resource_version=start))
         admin.create(sample("TrainingJob", "r-before", "team-a"))
         wait_for(lambda: watch.names() == ["r-before"], timeout=15, what="the first event")
         admin.revoke_token(made["metadata"]["name"])
