@@ -26,6 +26,7 @@ from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, f
 from muster.api.event import Event
 from muster.api.kinds import Kind, UnknownKind
 from muster.api.limits import document_errors
+from muster.api.namespace import Namespace, ResourceQuota
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
@@ -59,6 +60,7 @@ class Validated:
 _MODELS: dict[str, type[Object]] = {
     model.KIND: model
     for model in (
+        Namespace,
         Node,
         ResourceFlavor,
         Topology,
@@ -73,6 +75,7 @@ _MODELS: dict[str, type[Object]] = {
         Workload,
         Pod,
         Event,
+        ResourceQuota,
         Role,
         RoleBinding,
         ServiceAccount,
