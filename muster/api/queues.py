@@ -39,12 +39,12 @@ __all__ = [
     "FairSharing",
     "FlavorFungibility",
     "FlavorQuotas",
+    "FlavorResourceQuota",
     "LocalQueue",
     "LocalQueueSpec",
     "ResourceFlavor",
     "ResourceFlavorSpec",
     "ResourceGroup",
-    "ResourceQuota",
     "StopPolicy",
     "Topology",
     "TopologyLevel",
@@ -116,7 +116,7 @@ class Topology(Object):
 # -- quotas --------------------------------------------------------------------------------
 
 
-class ResourceQuota(MusterModel):
+class FlavorResourceQuota(MusterModel):
     name: ResourceName = Field(description="Resource name, e.g. nvidia.com/gpu.")
     nominal_quota: ResourceAmount = Field(description="Quantity this queue may always use.")
     borrowing_limit: ResourceAmount | None = Field(
@@ -142,7 +142,7 @@ class ResourceQuota(MusterModel):
 
 class FlavorQuotas(MusterModel):
     name: ObjectName = Field(description="ResourceFlavor name.")
-    resources: list[ResourceQuota] = Field(
+    resources: list[FlavorResourceQuota] = Field(
         min_length=1,
         max_length=64,
         description="One quota per covered resource, in the order of the group's coveredResources.",

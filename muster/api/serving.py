@@ -319,6 +319,10 @@ class RevisionStatus(MusterModel):
     predictor: dict[str, Any] = Field(description="The predictor spec of this revision, as applied.")
     desired_replicas: int = Field(default=0, ge=0, description="Replicas the autoscaler wants.")
     ready_replicas: int = Field(default=0, ge=0, description="Replicas in routing.")
+    ready_at: str | None = Field(
+        default=None,
+        description="When a replica of this revision was first ready (it may then take traffic).",
+    )
     next_index: int = Field(default=0, ge=0, description="Index of the next replica created.")
     autoscaler: dict[str, Any] = Field(
         default_factory=dict,

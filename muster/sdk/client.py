@@ -300,7 +300,7 @@ class Client:
         return self._request("GET", "/version")
 
     def metrics(self) -> str:
-        resp = self._send("GET", "/metrics")
+        resp = self._send("GET", "/metrics", headers={"Accept": "text/plain"})
         return resp.text
 
     def close(self) -> None:

@@ -285,8 +285,9 @@ CASES = [
     Case("delete-with-a-stale-precondition", "DELETE", f"{TJ}/seed", 409, "Conflict",
          params={"resourceVersion": "0"}),
     # -- HTTP semantics -------------------------------------------------------------------------
-    Case("405-on-a-collection", "DELETE", TJ, 405, "MethodNotAllowed", check=_allow("GET, POST")),
-    Case("405-on-an-object", "POST", f"{TJ}/seed", 405, "MethodNotAllowed", check=_allow("DELETE, GET, PUT")),
+    Case("405-on-a-collection", "PUT", TJ, 405, "MethodNotAllowed", check=_allow("DELETE, GET, POST")),
+    Case("405-on-an-object", "POST", f"{TJ}/seed", 405, "MethodNotAllowed",
+         check=_allow("DELETE, GET, PATCH, PUT")),
     Case("405-on-a-static-file", "POST", "/ui/static/favicon.svg", 405, "MethodNotAllowed", auth=False,
          check=_allow("GET, HEAD")),
     Case("406-for-xml", "GET", f"{TJ}/seed", 406, "NotAcceptable", headers={"Accept": "application/xml"}),
