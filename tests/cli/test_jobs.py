@@ -242,6 +242,20 @@ class TestSuspendResume:
         assert home_store.get("TrainingJob", "j", "default")["spec"]["runPolicy"]["suspend"] is False
         assert muster("suspend", "pod/j").exit_code == 2
 
+    def test_a_finished_job_is_refused_with_exit_2(self, server, home_store):
+        put(
+            home_store,
+            ddp_job("done", conditions=[condition("Running"), condition("Succeeded", at="2030-01-01T00:00:00Z")]),
+        )
+        before = home_store.get("TrainingJob", "done", "default")["metadata"]["resourceVersion"]
+        for args in (("suspend", "job/done"), ("resume", "job/done"), ("suspend", "job/done", "--wait")):
+            result = muster(*args)
+            assert result.exit_code == 2, result.output
+            assert result.stdout == ""
+            assert "trainingjob/done has Succeeded" in result.stderr
+            assert "finished" in result.stderr
+        assert home_store.get("TrainingJob", "done", "default")["metadata"]["resourceVersion"] == before
+
     def test_wait_for_the_controller(self, server, home_store):
         put(home_store, ddp_job("w", conditions=[condition("Running")]))
         timed_out = muster("suspend", "job/w", "--wait", "--timeout", "0.3")
