@@ -134,6 +134,8 @@ def up(
     manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout, cluster)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
+    if manager is not None and manager.runtime == "local":
+        _check_home(s.home)
     creds = load_or_create_credentials(s.credentials_path)
     try:
         opened = open_store(s.store_url)
@@ -296,6 +298,15 @@ def _check_port(host: str, port: int) -> None:
                 f"cannot listen on {host}:{port}: {exc.strerror}; is another `muster up` running? "
                 "Choose another port with --port",
             )
+
+
+def _check_home(home: Path) -> None:
+    from muster.runtime.local.runtime import HomeInUse, check_home_free
+
+    try:
+        check_home_free(home)
+    except HomeInUse as exc:
+        fail(str(exc))
 
 
 def _write_server_file(s: Settings, url: str) -> None:
