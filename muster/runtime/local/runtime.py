@@ -220,8 +220,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for c in plan.containers:
             files = ContainerFiles(pod_dir, c.name)
             log = logfiles.container_log(self.home, ref.namespace, ref.name, c.name)
-            logfiles.rotate(log)
-            log.touch()
+            logfiles.begin_log(log, pod.log_owner())
             write_json(
                 files.spec,
                 spec_document(
@@ -334,6 +333,11 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         cancel: threading.Event | None = None,
     ) -> Iterator[str]:
         return self._log_files.logs(pod, container, follow=follow, previous=previous, cancel=cancel)
+
+    def log_owner(
+        self, pod: PodRef, container: str | None = None, *, previous: bool = False
+    ) -> dict[str, str] | None:
+        return self._log_files.log_owner(pod, container, previous=previous)
 
     # -- internals -----------------------------------------------------------------------------
 

@@ -169,10 +169,9 @@ class RayRuntime(SupportsGangStart, logfiles.LogFiles):
             pods.append(self._record(m, plan, key, i, node.id if node is not None else ""))
         state = Gang(gang, bundles, [p.node_id for p in pods], deadline_for(gang), failed=failed)
         state.members = [p.launch.ref.uid for p in pods]
-        for p in pods:
+        for p, m in zip(pods, gang.members, strict=True):
             for c in p.containers:
-                logfiles.rotate(c.log)  # the previous incarnation's output is kept as .log.1
-                c.log.touch()
+                logfiles.begin_log(c.log, m.pod.log_owner())  # the previous output is kept as .log.1
             self._pods[p.launch.ref.uid] = p
             with self._live_lock:
                 self._live.add((p.launch.ref.namespace, p.launch.ref.name))
