@@ -33,7 +33,17 @@ from muster.api.trainingjob import TrainingJob
 from muster.api.workflow import Workflow
 from muster.api.workload import Workload
 
-__all__ = ["KindInfo", "UnknownKind", "Validated", "kinds", "lookup", "to_model", "validate"]
+__all__ = [
+    "KindInfo",
+    "UnknownKind",
+    "Validated",
+    "category",
+    "kinds",
+    "lookup",
+    "names",
+    "to_model",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,12 @@ class KindInfo:
     namespaced: bool
     model: type[Object]
     has_status: bool
+    # Groups a user can ask for at once (``muster get all``), as Kubernetes' categories.
+    categories: tuple[str, ...] = ()
+    # The foreign kinds converted into this one (``kubeflow.org/v1/PyTorchJob``); their names
+    # are accepted as aliases (``muster get pytorchjobs``), as a user's manifests call them.
+    converted_from: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -70,7 +86,16 @@ class UnknownKind(LookupError):
         self.close_matches = close
 
 
-def _info(model: type[Object], plural: str, short_names: tuple[str, ...], namespaced: bool) -> KindInfo:
+def _info(
+    model: type[Object],
+    plural: str,
+    short_names: tuple[str, ...],
+    namespaced: bool,
+    categories: tuple[str, ...] = (),
+) -> KindInfo:
+    sources = sorted(key for key, target in _CONVERTED.items() if target == model.KIND)
+    foreign = dict.fromkeys(kind for _, kind in sources if kind != model.KIND)
+    aliases = tuple(name for kind in foreign for name in (kind.lower(), _FOREIGN_PLURALS[kind]))
     return KindInfo(
         kind=model.KIND,
         plural=plural,
@@ -79,7 +104,33 @@ def _info(model: type[Object], plural: str, short_names: tuple[str, ...], namesp
         namespaced=namespaced,
         model=model,
         has_status="status" in model.model_fields,
+        categories=categories,
+        converted_from=tuple(f"{version}/{kind}" for version, kind in sources),
+        aliases=aliases,
     )
+
+
+# The native kind each foreign kind converts into (muster.api.compat; v1 Namespace creates
+# nothing). tests/api/test_registry.py holds it to the converters.
+_CONVERTED: dict[tuple[str, str], str] = {
+    ("kubeflow.org/v1", "PyTorchJob"): "TrainingJob",
+    ("batch/v1", "Job"): "TrainingJob",
+    **{
+        (f"kueue.x-k8s.io/{version}", kind): kind
+        for version in ("v1beta1", "v1beta2")
+        for kind in ("ResourceFlavor", "Topology", "LocalQueue", "ClusterQueue", "Cohort")
+    },
+    ("kueue.x-k8s.io/v1alpha1", "Cohort"): "Cohort",
+    ("kueue.x-k8s.io/v1alpha1", "Topology"): "Topology",
+    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"): "PriorityClass",
+    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): "PriorityClass",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
+}
+_FOREIGN_PLURALS = {
+    "PyTorchJob": "pytorchjobs",
+    "Job": "jobs",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+}
 
 
 _KINDS: tuple[KindInfo, ...] = (
@@ -90,11 +141,11 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(Cohort, "cohorts", (), namespaced=False),
     _info(LocalQueue, "localqueues", ("lq", "queue", "queues"), namespaced=True),
     _info(PriorityClass, "priorityclasses", ("pc",), namespaced=False),
-    _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True),
-    _info(Workflow, "workflows", ("wf",), namespaced=True),
+    _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True, categories=("all",)),
+    _info(Workflow, "workflows", ("wf",), namespaced=True, categories=("all",)),
     _info(CacheEntry, "cacheentries", ("ce",), namespaced=True),
-    _info(Workload, "workloads", ("wl",), namespaced=True),
-    _info(Pod, "pods", ("po",), namespaced=True),
+    _info(Workload, "workloads", ("wl",), namespaced=True, categories=("all",)),
+    _info(Pod, "pods", ("po",), namespaced=True, categories=("all",)),
     _info(Event, "events", ("ev",), namespaced=True),
     _info(Role, "roles", (), namespaced=True),
     _info(RoleBinding, "rolebindings", (), namespaced=True),
@@ -106,7 +157,7 @@ _KINDS: tuple[KindInfo, ...] = (
 _BY_KIND = {info.kind: info for info in _KINDS}
 _BY_NAME: dict[str, KindInfo] = {}
 for _k in _KINDS:
-    for _name in (_k.kind, _k.plural, _k.singular, *_k.short_names):
+    for _name in (_k.kind, _k.plural, _k.singular, *_k.short_names, *_k.aliases):
         _BY_NAME[_name.lower()] = _k
 
 
@@ -115,8 +166,19 @@ def kinds() -> list[KindInfo]:
     return list(_KINDS)
 
 
+def names() -> list[str]:
+    """Every name :func:`lookup` accepts (lower case, sorted): for shell completion."""
+    return sorted(_BY_NAME)
+
+
+def category(name: str) -> list[KindInfo]:
+    """The kinds in category ``name`` (``all``), in the registry's order; empty when none."""
+    return [info for info in _KINDS if name.lower() in info.categories]
+
+
 def lookup(name: str) -> KindInfo:
-    """The kind a user means by ``name``: a Kind, plural, singular or short name, any case."""
+    """The kind a user means by ``name``: a Kind, plural, singular or short name, or the name
+    of a foreign kind converted into it (``pytorchjobs``), any case."""
     info = _BY_NAME.get(name.strip().lower())
     if info is None:
         raise UnknownKind(name, sorted(_BY_NAME))

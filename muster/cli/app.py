@@ -15,7 +15,8 @@ app = typer.Typer(
     name="muster",
     help="Muster: quotas, gang scheduling and pipelines for shared GPUs.",
     no_args_is_help=True,
-    add_completion=False,
+    # `muster --install-completion` (bash, zsh, fish, PowerShell), as kubectl completion.
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 

@@ -9,7 +9,15 @@ import typer
 
 from muster.cli.app import app, console
 from muster.cli.columns import age
-from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_ref
+from muster.cli.common import (
+    NamespaceOpt,
+    ServerOpt,
+    TokenOpt,
+    complete_kind,
+    connect,
+    handle_errors,
+    resolve_ref,
+)
 from muster.cli.output import print_rows, print_tasks, to_yaml
 from muster.sdk.client import Client
 from muster.store.events import event_namespace, refers_to
@@ -22,7 +30,7 @@ _RECENT_EVENTS = 20
 
 @app.command()
 def describe(
-    kind: Annotated[str, typer.Argument(help="Kind (or KIND/NAME).")],
+    kind: Annotated[str, typer.Argument(help="Kind (or KIND/NAME).", autocompletion=complete_kind)],
     name: Annotated[str | None, typer.Argument(help="Name; all objects of the kind when omitted.")] = None,
     namespace: NamespaceOpt = "default",
     server: ServerOpt = None,

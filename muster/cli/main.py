@@ -12,6 +12,7 @@ from muster.cli import (  # noqa: F401
     get,
     logs,
     node,
+    resources,
     retry,
     sched,
     sim,

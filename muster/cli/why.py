@@ -8,6 +8,7 @@ asks and renders.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -34,13 +35,21 @@ _STYLES = {
 }
 
 
+class WhyOutput(StrEnum):
+    """What ``why`` prints: an explanation has no rows to widen or names to list."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
 @app.command()
 def why(
     target: Annotated[str, typer.Argument(help="job/NAME, trainingjob/NAME, workload/NAME or pod/NAME.")],
     namespace: NamespaceOpt = "default",
     output: Annotated[
-        Output, typer.Option("--output", "-o", help="table (text), json or yaml.")
-    ] = Output.table,
+        WhyOutput, typer.Option("--output", "-o", help="table (text), json or yaml.")
+    ] = WhyOutput.table,
     tail: Annotated[int, typer.Option("--tail", min=0, help="Log lines of a failed replica to show.")] = 20,
     server: ServerOpt = None,
     token: TokenOpt = None,
@@ -50,8 +59,8 @@ def why(
         kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod"))
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
-        if output in (Output.json, Output.yaml):
-            print_value(explanation, output)
+        if output is not WhyOutput.table:
+            print_value(explanation, Output(output.value))
         else:
             render(explanation)
 

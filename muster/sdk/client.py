@@ -24,9 +24,9 @@ import httpx
 from muster.api.base import API_VERSION
 from muster.api.registry import KindInfo, lookup
 from muster.config import read_credentials, read_server_file, settings
-from muster.sdk.errors import ApiUnavailable, error_from_response
+from muster.sdk.errors import ApiUnavailable, InvalidServerUrl, error_from_response
 
-__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover"]
+__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover", "server_url"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 _PREFIX = f"/apis/{API_VERSION}"
@@ -41,22 +41,46 @@ def discover(
     """``(server URL, token)`` by the discovery order above; the URL defaults to
     :data:`DEFAULT_SERVER` and the token to None when nothing names one."""
     s = settings(home=home, server=server, token=token)
-    url = s.server
+    url, source = s.server, "--server" if server else "MUSTER_SERVER"
     if url is None:
         written = read_server_file(s)
-        url = written.get("url") if written else None
+        url, source = (written.get("url") if written else None), str(s.server_file)
     tok = s.token
     if tok is None:
         creds = read_credentials(s.credentials_path)
         tok = creds["token"] if creds else None
-    return (url or DEFAULT_SERVER).rstrip("/"), tok
+    return server_url(url or DEFAULT_SERVER, source), tok
+
+
+def server_url(text: str, source: str = "the server address") -> str:
+    """``text`` as a base URL: ``HOST:PORT`` (how people often write it) is taken as
+    ``http://HOST:PORT``; any scheme but http and https raises :class:`InvalidServerUrl`
+    naming ``source``."""
+    url = text.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    parsed = httpx.URL(url) if _parses(url) else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InvalidServerUrl(
+            f"{source} {text!r} is not a server address; write http://HOST:PORT "
+            f"(e.g. {DEFAULT_SERVER}) or HOST:PORT"
+        )
+    return url
+
+
+def _parses(url: str) -> bool:
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return False
+    return True
 
 
 class Client:
     """A connection to one server. Thread-safe for requests; close it (or use ``with``)."""
 
     def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
-        self.server = server.rstrip("/")
+        self.server = server_url(server, "server")
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"

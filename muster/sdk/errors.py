@@ -18,6 +18,7 @@ __all__ = [
     "ApiUnavailable",
     "BadRequest",
     "Invalid",
+    "InvalidServerUrl",
     "ObjectAlreadyExists",
     "ObjectConflict",
     "ResourceExpired",
@@ -54,6 +55,11 @@ class ApiUnavailable(ApiError):
 
 class BadRequest(ApiError):
     pass
+
+
+class InvalidServerUrl(ValueError):
+    """A server address that is not ``http(s)://HOST:PORT``; the message names where it came
+    from (``--server``, ``MUSTER_SERVER`` or ``server.json``) and the form expected."""
 
 
 class Unauthorized(ApiError):

@@ -70,3 +70,13 @@ def test_to_model_round_trip():
     wire = validate(obj("PriorityClass", value=10)).obj
     model = to_model(wire)
     assert model.to_dict() == wire
+
+
+def test_aliases_name_exactly_the_converted_kinds():
+    from muster.api.compat import foreign_kinds
+    from muster.api.registry import _CONVERTED
+
+    assert set(_CONVERTED) == set(foreign_kinds()) - {("v1", "Namespace")}
+    for (api_version, kind), target in _CONVERTED.items():
+        assert f"{api_version}/{kind}" in lookup(target).converted_from
+        assert lookup(kind).kind == target

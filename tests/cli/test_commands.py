@@ -184,7 +184,7 @@ class TestGetDescribeDelete:
         f = manifest(tmp_path, training_job("b"))
         assert muster("delete", "-f", f).stdout.strip() == "trainingjob/b deleted"
         missing = muster("delete", "tj", "a")
-        assert missing.exit_code == 1 and "not found" in missing.stdout
+        assert missing.exit_code == 1 and "not found" in missing.stderr and missing.stdout == ""
         assert muster("delete", "tj", "a", "--ignore-not-found").exit_code == 0
 
     @pytest.mark.parametrize(
