@@ -35,6 +35,7 @@ from typing import Any
 from muster.api.base import API_VERSION
 from muster.api.compat.base import Conversion, Converter
 from muster.api.errors import FieldError, InvalidObject, child_path
+from muster.api.quantity import Quantity, QuantityError
 
 __all__ = ["CONVERTERS", "convert_batch_job", "convert_pytorchjob"]
 
@@ -53,6 +54,14 @@ def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
     paths: list[tuple[str, str]] = [("spec.replicaSpecs", "spec.pytorchReplicaSpecs")]
     if "pytorchReplicaSpecs" in spec:
         replicas = _mapping(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
+        _check_whole_extended_resources(
+            doc,
+            [
+                (f"spec.pytorchReplicaSpecs.{k}.template", r.get("template"))
+                for k, r in replicas.items()
+                if isinstance(r, dict)
+            ],
+        )
         spec["replicaSpecs"] = {_replica_type(k): v for k, v in replicas.items()}
         paths += [
             (f"spec.replicaSpecs.{_replica_type(k)}", f"spec.pytorchReplicaSpecs.{k}") for k in replicas
@@ -88,6 +97,7 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     template = copy.deepcopy(job.pop("template", None))
     if template is None:
         raise InvalidObject([FieldError("spec.template", "required field is missing")])
+    _check_whole_extended_resources(doc, [("spec.template", template)])
     parallelism = job.pop("parallelism", 1)
     completions = job.pop("completions", None)
     if completions is not None and completions != parallelism:
@@ -122,6 +132,51 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
         *_queue_and_priority(native, native["spec"], [template]),
     )
     return conversion
+
+
+def _check_whole_extended_resources(doc: Mapping[str, Any], templates: list[tuple[str, Any]]) -> None:
+    """Kubernetes accepts only whole amounts of an extended resource (``nvidia.com/gpu: 1``,
+    never ``0.5``); a Kubernetes manifest asking for a fraction is a mistake there, and Muster
+    must not read it as its own GPU share (``500m`` in a muster.dev/v1 TrainingJob)."""
+    errors: list[FieldError] = []
+    what = f"{doc.get('apiVersion')} {doc.get('kind')}"
+    for path, template in templates:
+        pod = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(pod, dict):
+            continue
+        for list_name in ("initContainers", "containers"):
+            containers = pod.get(list_name)
+            for i, c in enumerate(containers if isinstance(containers, list) else []):
+                resources = c.get("resources") if isinstance(c, dict) else None
+                for part in ("limits", "requests"):
+                    amounts = resources.get(part) if isinstance(resources, dict) else None
+                    for name, amount in (amounts if isinstance(amounts, dict) else {}).items():
+                        if _extended(str(name)) and not _whole(amount):
+                            errors.append(
+                                FieldError(
+                                    child_path(path, "spec", list_name, i, "resources", part, str(name)),
+                                    f"must be a whole number in a {what} (Kubernetes refuses fractions "
+                                    "of an extended resource)",
+                                    amount,
+                                    "to share a GPU, apply a muster.dev/v1 TrainingJob asking for "
+                                    "nvidia.com/gpu: 500m (docs/trainingjob.md)",
+                                )
+                            )
+    if errors:
+        raise InvalidObject(errors)
+
+
+def _extended(resource: str) -> bool:
+    """An extended resource in Kubernetes' sense: a domain-qualified name outside kubernetes.io."""
+    domain, slash, _ = resource.partition("/")
+    return bool(slash) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _whole(amount: Any) -> bool:
+    try:
+        return Quantity.parse(amount).value.denominator == 1
+    except (QuantityError, ValueError, TypeError):
+        return True  # not a quantity at all: the TrainingJob's own validation says so
 
 
 def _start(doc: Mapping[str, Any]) -> dict[str, Any]:
