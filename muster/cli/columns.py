@@ -109,6 +109,7 @@ COLUMNS: dict[str, list[Column]] = {
         Column("PHASE", "status.phase"),
         Column("PROGRESS", "status.progress"),
         AGE,
+        Column("TASKS", "status.taskPhases", "map", wide=True),
         Column("MESSAGE", "status.message", wide=True),
     ],
     "CacheEntry": [

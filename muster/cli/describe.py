@@ -20,6 +20,7 @@ from muster.cli.common import (
 )
 from muster.cli.output import print_rows, print_tasks, to_yaml
 from muster.sdk.client import Client
+from muster.sdk.status import task_rows
 from muster.store.events import event_namespace, refers_to
 from muster.store.objects import body
 
@@ -80,6 +81,7 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
     if tasks:
         _line("Tasks:")
         print_tasks(obj, wide=True, indent="  ")
+        _results(obj)
     if conditions:
         _line("Conditions:")
         print_rows(
@@ -98,6 +100,22 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
         )
     if obj["kind"] != "Event":
         _events(client, obj, now)
+
+
+def _results(wf: dict[str, Any]) -> None:
+    """Each task run's output parameters and artifacts (what a later task or a person reads)."""
+    nodes = (wf.get("status") or {}).get("nodes") or {}
+    lines = []
+    for row in task_rows(wf):
+        outputs = (nodes.get(row.task.strip()) or {}).get("outputs") or {}
+        values = [*(outputs.get("parameters") or {}).items(), *(outputs.get("artifacts") or {}).items()]
+        if values:
+            lines.append(f"  {row.task.strip()}:")
+            lines += [f"    {name} = {value}" for name, value in values]
+    if lines:
+        _line("Results:")
+        for text in lines:
+            _line(text)
 
 
 def _events(client: Client, obj: dict[str, Any], now: datetime) -> None:

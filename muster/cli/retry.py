@@ -27,6 +27,8 @@ def retry(
     """Retry a failed workflow: re-run its failed, skipped and omitted tasks and what depends
     on them; keep the rest."""
     with handle_errors():
+        if "/" not in target:
+            fail(f"expected workflow/NAME, got {target!r}: muster retry workflow/{target}", 2)
         info, name = resolve_ref(target, None)
         if info.kind != "Workflow" or not name:
             fail(f"{target!r}: give workflow/NAME; only workflows are retried", 2)

@@ -45,7 +45,9 @@ class WhyOutput(StrEnum):
 
 @app.command()
 def why(
-    target: Annotated[str, typer.Argument(help="job/NAME, trainingjob/NAME, workload/NAME or pod/NAME.")],
+    target: Annotated[
+        str, typer.Argument(help="job/NAME, trainingjob/NAME, workflow/NAME, workload/NAME or pod/NAME.")
+    ],
     namespace: NamespaceOpt = "default",
     output: Annotated[
         WhyOutput, typer.Option("--output", "-o", help="table (text), json or yaml.")
@@ -54,9 +56,9 @@ def why(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Explain why a job waits, failed, was preempted, or where it runs."""
+    """Explain why a job (or a workflow) waits, failed, was preempted, or where it runs."""
     with handle_errors():
-        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod"))
+        kind, name = resolve_target(target, ("TrainingJob", "Workflow", "Workload", "Pod"))
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
         if output is not WhyOutput.table:
@@ -122,6 +124,22 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if ex.get("fragmentation") is not None:
         _heading("Free GPUs")
         _item(ex["fragmentation"]["message"])
+    if ex.get("tasks"):
+        _heading("Tasks")
+        print_rows(
+            ["TASK", "PHASE", "REASON", "ATTEMPTS", "DETAIL"],
+            [
+                [
+                    t["name"],
+                    t["phase"],
+                    t.get("reason") or "",
+                    str(t.get("attempts") or "-"),
+                    t.get("detail") or "",
+                ]
+                for t in ex["tasks"]
+            ],
+            indent="  ",
+        )
     if ex.get("pods"):
         _heading("Pods")
         print_rows(

@@ -17,6 +17,7 @@ from muster.config import settings
 from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
 from muster.controllers.insight.explain.gather import gather
+from muster.controllers.insight.explain.workflow import explain_workflow, gather_workflow
 from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.insight.gpuview import gpu_rows
 from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
@@ -27,7 +28,7 @@ from muster.server.views import StoreSource, manager_of
 __all__ = ["INSIGHT_PREFIX", "router"]
 
 INSIGHT_PREFIX = "/api/v1"
-_EXPLAINED = ("TrainingJob", "Workload", "Pod")
+_EXPLAINED = ("TrainingJob", "Workflow", "Workload", "Pod")
 
 router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
 
@@ -40,14 +41,19 @@ def why(
     name: str,
     tail: int = Query(20, ge=0, le=1000, description="Log lines of the failing replica to include."),
 ) -> Response:
-    """Why a TrainingJob, Workload or Pod is where it is (``muster why`` as JSON)."""
+    """Why a TrainingJob, Workflow, Workload or Pod is where it is (``muster why`` as JSON)."""
     info = registry.lookup(kind)
     if info.kind not in _EXPLAINED:
-        raise ApiError(400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload or a Pod")
+        raise ApiError(
+            400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workflow, a Workload or a Pod"
+        )
     source = StoreSource(request.app.state.store, request.app)
     obj = source.get(info.kind, name, namespace)
     if obj is None:
         raise ApiError(404, f"{info.kind} {namespace}/{name} not found")
+    if info.kind == "Workflow":
+        context = gather_workflow(source, obj, tail, now=time.time())
+        return json_response(explain_workflow(obj, context).to_dict())
     return json_response(explain(obj, gather(source, obj, tail, now=time.time())).to_dict())
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "PodFacts",
     "PreemptionFacts",
     "QueueFacts",
+    "TaskFacts",
     "WhyContext",
     "pod_facts",
     "where",
@@ -142,6 +143,21 @@ class Placement:
 
 
 @dataclass
+class TaskFacts:
+    """One run of a workflow task (a fan-out's runs each have one)."""
+
+    name: str  # train, or train(1) of a fan-out
+    phase: str
+    reason: str = ""
+    message: str = ""
+    attempts: int = 0
+    started: str | None = None
+    finished: str | None = None
+    detail: str = ""  # the summary of its latest attempt's own explanation (where it runs, why it waits)
+    waiting: bool = False  # running, but its attempt waits to be admitted or started
+
+
+@dataclass
 class Explanation:
     kind: str
     namespace: str | None
@@ -162,6 +178,7 @@ class Explanation:
     nodes: list[NodeVerdict] = field(default_factory=list)  # a waiting Workload's per-node verdicts
     fragmentation: Fragmentation | None = None
     fits_when: FitsWhen | None = None
+    tasks: list[TaskFacts] = field(default_factory=list)  # a workflow's task runs
 
     @property
     def ref(self) -> str:
