@@ -588,6 +588,16 @@ class SupportsRetention(ABC):
         """Remove the remains of released pods whose uid is not in ``existing`` (returns at once)."""
 
 
+class SupportsCleanup(ABC):
+    """A runtime with work left after its last pod is released (a Ray gang's placement group
+    is removed only once its actors' clean-up ran), which it does in :meth:`Runtime.poll`."""
+
+    @abstractmethod
+    def cleaning_up(self) -> bool:
+        """Whether :meth:`Runtime.poll` still has clean-up to finish: whoever drives the
+        runtime keeps polling while this is True, even when no pod is left to report on."""
+
+
 class SupportsLogs(ABC):
     """A runtime that keeps each container's output and can stream it."""
 

@@ -52,6 +52,7 @@ from muster.runtime.base import (
     PodStatusChange,
     PodStillRunning,
     StopReason,
+    SupportsCleanup,
     SupportsGangStart,
 )
 from muster.runtime.local import logs as logfiles
@@ -94,7 +95,7 @@ def connect(address: str) -> bool:
     return True
 
 
-class RayRuntime(SupportsGangStart, logfiles.LogFiles):
+class RayRuntime(SupportsGangStart, SupportsCleanup, logfiles.LogFiles):
     """Pods on the Ray cluster this process is connected to (see the module docstring). Logs
     are the driver's copies (:class:`LogFiles`); a followed log ends with its pod."""
 
@@ -234,6 +235,10 @@ class RayRuntime(SupportsGangStart, logfiles.LogFiles):
 
     def pods(self) -> list[PodStatusChange]:
         return [p.status() for p in self._pods.values()]
+
+    def cleaning_up(self) -> bool:
+        # Released gangs whose group waits for their actors' shutdown, and calls not collected.
+        return bool(self._retiring or self._side)
 
     def release(self, pod: PodRef) -> None:
         record = self._pods.get(pod.uid)
