@@ -207,6 +207,12 @@ class Client:
         path = f"{_PREFIX}/namespaces/{namespace or 'default'}/workflows/{name}/retry"
         return self._request("POST", path)["tasks"]
 
+    def resubmit_workflow(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Run a workflow again from the start as a new Workflow (``muster resubmit``, Argo's
+        resubmit); the new object, named ``<name>-<5 letters or digits>``."""
+        path = f"{_PREFIX}/namespaces/{namespace or 'default'}/workflows/{name}/resubmit"
+        return self._request("POST", path)
+
     def health(self) -> bool:
         """True when a server answers ``/healthz`` (no token needed)."""
         try:

@@ -98,3 +98,18 @@ def test_describe_shows_each_tasks_results_and_get_counts_by_outcome(server, hom
     assert listed[1].split()[:3] == ["pipe", "Failed", "1/3"]
     wide = muster("get", "workflows", "-o", "wide").stdout.splitlines()
     assert "TASKS" in wide[0] and "Failed=1,Omitted=1,Succeeded=1" in wide[1]
+
+
+def test_resubmit_makes_a_new_workflow_with_the_same_spec(server, home_store: Store):
+    home_store.apply([failed_workflow()])
+    result = muster("resubmit", "workflow/pipe")
+    assert result.exit_code == 0, result.output
+    new_name = result.stdout.split()[0].removeprefix("workflow/")
+    assert new_name.startswith("pipe-") and len(new_name) == len("pipe-") + 5
+    copy = home_store.get("Workflow", new_name, "default")
+    assert copy["spec"] == home_store.get("Workflow", "pipe", "default")["spec"]
+    assert copy["metadata"]["annotations"]["muster.dev/resubmitted-from"] == "pipe"
+    assert "status" not in copy or not copy["status"].get("nodes")
+    assert muster("resubmit", "pipe").exit_code == 2
+    missing = muster("resubmit", "workflow/nope")
+    assert missing.exit_code == 1 and "not found" in missing.stderr
