@@ -325,7 +325,8 @@ def test_the_jobs_table_fits_a_1440_pixel_screen(browser: Any, home_store: Store
             tab.open("/jobs", "table.jobs a.job-link")
             sizes = tab.page.evaluate(
                 "() => { const b = document.querySelector('table.jobs').closest('.card-body');"
-                " return [b.scrollWidth, b.clientWidth, document.documentElement.scrollWidth, window.innerWidth]; }"
+                " const d = document.documentElement;"
+                " return [b.scrollWidth, b.clientWidth, d.scrollWidth, window.innerWidth]; }"
             )
             body_scroll, body_width, page_scroll, page_width = sizes
             assert body_scroll <= body_width, f"the jobs table overflows its card: {sizes}"
