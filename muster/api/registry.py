@@ -10,7 +10,6 @@ typed view of a stored dict.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,12 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from muster.api import kinds as names
 from muster.api.base import API_VERSION, Object
 from muster.api.cacheentry import CacheEntry
 from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
+from muster.api.kinds import Kind, UnknownKind
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
@@ -33,36 +34,15 @@ from muster.api.trainingjob import TrainingJob
 from muster.api.workflow import Workflow
 from muster.api.workload import Workload
 
-__all__ = [
-    "KindInfo",
-    "UnknownKind",
-    "Validated",
-    "category",
-    "kinds",
-    "lookup",
-    "names",
-    "to_model",
-    "validate",
-]
+__all__ = ["KindInfo", "UnknownKind", "Validated", "kinds", "lookup", "to_model", "validate"]
 
 
 @dataclass(frozen=True)
-class KindInfo:
-    """What the layers above need to know about a kind."""
+class KindInfo(Kind):
+    """A kind's names (:class:`muster.api.kinds.Kind`) and its model."""
 
-    kind: str
-    plural: str
-    singular: str
-    short_names: tuple[str, ...]
-    namespaced: bool
-    model: type[Object]
-    has_status: bool
-    # Groups a user can ask for at once (``muster get all``), as Kubernetes' categories.
-    categories: tuple[str, ...] = ()
-    # The foreign kinds converted into this one (``kubeflow.org/v1/PyTorchJob``); their names
-    # are accepted as aliases (``muster get pytorchjobs``), as a user's manifests call them.
-    converted_from: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
+    # Keyword-only: the names' fields before it have defaults.
+    model: type[Object] = field(kw_only=True)
 
 
 @dataclass
@@ -75,90 +55,31 @@ class Validated:
     warnings: list[str] = field(default_factory=list)
 
 
-class UnknownKind(LookupError):
-    """A kind name that is not served; the message lists the close matches."""
-
-    def __init__(self, name: str, candidates: list[str]) -> None:
-        close = difflib.get_close_matches(name.lower(), candidates, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        super().__init__(f"unknown kind {name!r}{hint} (docs/api.md lists every kind)")
-        self.name = name
-        self.close_matches = close
-
-
-def _info(
-    model: type[Object],
-    plural: str,
-    short_names: tuple[str, ...],
-    namespaced: bool,
-    categories: tuple[str, ...] = (),
-) -> KindInfo:
-    sources = sorted(key for key, target in _CONVERTED.items() if target == model.KIND)
-    foreign = dict.fromkeys(kind for _, kind in sources if kind != model.KIND)
-    aliases = tuple(name for kind in foreign for name in (kind.lower(), _FOREIGN_PLURALS[kind]))
-    return KindInfo(
-        kind=model.KIND,
-        plural=plural,
-        singular=model.KIND.lower(),
-        short_names=short_names,
-        namespaced=namespaced,
-        model=model,
-        has_status="status" in model.model_fields,
-        categories=categories,
-        converted_from=tuple(f"{version}/{kind}" for version, kind in sources),
-        aliases=aliases,
+_MODELS: dict[str, type[Object]] = {
+    model.KIND: model
+    for model in (
+        Node,
+        ResourceFlavor,
+        Topology,
+        ClusterQueue,
+        Cohort,
+        LocalQueue,
+        PriorityClass,
+        TrainingJob,
+        Workflow,
+        CacheEntry,
+        Workload,
+        Pod,
+        Event,
+        Role,
+        RoleBinding,
+        ServiceAccount,
+        ClusterRole,
+        ClusterRoleBinding,
     )
-
-
-# The native kind each foreign kind converts into (muster.api.compat; v1 Namespace creates
-# nothing). tests/api/test_registry.py holds it to the converters.
-_CONVERTED: dict[tuple[str, str], str] = {
-    ("kubeflow.org/v1", "PyTorchJob"): "TrainingJob",
-    ("batch/v1", "Job"): "TrainingJob",
-    **{
-        (f"kueue.x-k8s.io/{version}", kind): kind
-        for version in ("v1beta1", "v1beta2")
-        for kind in ("ResourceFlavor", "Topology", "LocalQueue", "ClusterQueue", "Cohort")
-    },
-    ("kueue.x-k8s.io/v1alpha1", "Cohort"): "Cohort",
-    ("kueue.x-k8s.io/v1alpha1", "Topology"): "Topology",
-    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"): "PriorityClass",
-    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): "PriorityClass",
-    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
 }
-_FOREIGN_PLURALS = {
-    "PyTorchJob": "pytorchjobs",
-    "Job": "jobs",
-    "WorkloadPriorityClass": "workloadpriorityclasses",
-}
-
-
-_KINDS: tuple[KindInfo, ...] = (
-    _info(Node, "nodes", ("no",), namespaced=False),
-    _info(ResourceFlavor, "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False),
-    _info(Topology, "topologies", (), namespaced=False),
-    _info(ClusterQueue, "clusterqueues", ("cq",), namespaced=False),
-    _info(Cohort, "cohorts", (), namespaced=False),
-    _info(LocalQueue, "localqueues", ("lq", "queue", "queues"), namespaced=True),
-    _info(PriorityClass, "priorityclasses", ("pc",), namespaced=False),
-    _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True, categories=("all",)),
-    _info(Workflow, "workflows", ("wf",), namespaced=True, categories=("all",)),
-    _info(CacheEntry, "cacheentries", ("ce",), namespaced=True),
-    _info(Workload, "workloads", ("wl",), namespaced=True, categories=("all",)),
-    _info(Pod, "pods", ("po",), namespaced=True, categories=("all",)),
-    _info(Event, "events", ("ev",), namespaced=True),
-    _info(Role, "roles", (), namespaced=True),
-    _info(RoleBinding, "rolebindings", (), namespaced=True),
-    _info(ServiceAccount, "serviceaccounts", ("sa",), namespaced=True),
-    _info(ClusterRole, "clusterroles", (), namespaced=False),
-    _info(ClusterRoleBinding, "clusterrolebindings", (), namespaced=False),
-)
-
+_KINDS: tuple[KindInfo, ...] = tuple(KindInfo(**vars(k), model=_MODELS[k.kind]) for k in names.kinds())
 _BY_KIND = {info.kind: info for info in _KINDS}
-_BY_NAME: dict[str, KindInfo] = {}
-for _k in _KINDS:
-    for _name in (_k.kind, _k.plural, _k.singular, *_k.short_names, *_k.aliases):
-        _BY_NAME[_name.lower()] = _k
 
 
 def kinds() -> list[KindInfo]:
@@ -166,23 +87,9 @@ def kinds() -> list[KindInfo]:
     return list(_KINDS)
 
 
-def names() -> list[str]:
-    """Every name :func:`lookup` accepts (lower case, sorted): for shell completion."""
-    return sorted(_BY_NAME)
-
-
-def category(name: str) -> list[KindInfo]:
-    """The kinds in category ``name`` (``all``), in the registry's order; empty when none."""
-    return [info for info in _KINDS if name.lower() in info.categories]
-
-
 def lookup(name: str) -> KindInfo:
-    """The kind a user means by ``name``: a Kind, plural, singular or short name, or the name
-    of a foreign kind converted into it (``pytorchjobs``), any case."""
-    info = _BY_NAME.get(name.strip().lower())
-    if info is None:
-        raise UnknownKind(name, sorted(_BY_NAME))
-    return info
+    """The kind a user means by ``name``: a Kind, plural, singular or short name, any case."""
+    return _BY_KIND[names.lookup(name).kind]
 
 
 def validate(doc: Mapping[str, Any], *, keep_status: bool = False) -> Validated:

@@ -13,8 +13,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from muster.api import registry
-from muster.api.registry import KindInfo, UnknownKind, lookup
+from muster.api import kinds
+from muster.api.kinds import Kind, UnknownKind, lookup
 from muster.cli.app import err_console
 from muster.sdk.client import Client, discover
 from muster.sdk.errors import ApiError, ApiUnavailable, BadRequest, Invalid, InvalidServerUrl, Unauthorized
@@ -81,10 +81,10 @@ def complete_kind(incomplete: str) -> list[str]:
     """Shell completion of a KIND argument: the plural names and short names (and the
     converted kinds' names) that start with what was typed."""
     typed = incomplete.lower()
-    return [n for n in registry.names() if n.startswith(typed)]
+    return [n for n in kinds.names() if n.startswith(typed)]
 
 
-def resolve_kind(name: str) -> KindInfo:
+def resolve_kind(name: str) -> Kind:
     try:
         return lookup(name)
     except UnknownKind as exc:
@@ -103,7 +103,7 @@ def split_ref(kind: str, name: str | None) -> tuple[str, str | None]:
     return kind_part, name_part
 
 
-def resolve_ref(kind: str, name: str | None) -> tuple[KindInfo, str | None]:
+def resolve_ref(kind: str, name: str | None) -> tuple[Kind, str | None]:
     """The kind and name of ``KIND NAME`` or ``KIND/NAME`` (name None when not given)."""
     kind, name = split_ref(kind, name)
     return resolve_kind(kind), name

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from muster.api import registry
-from muster.api.registry import KindInfo
+from muster.api import kinds
+from muster.api.kinds import Kind
 from muster.cli.app import app, console
 from muster.cli.common import (
     BadInput,
@@ -133,8 +133,8 @@ def _get_all(
     client: Client, namespace: str | None, selector: str | None, fmt: OutputFormat, key: Any
 ) -> None:
     """Every kind of the ``all`` category, one table each (rows named ``kind/name``)."""
-    found: list[tuple[KindInfo, list[dict[str, Any]]]] = []
-    for info in registry.category("all"):
+    found: list[tuple[Kind, list[dict[str, Any]]]] = []
+    for info in kinds.category("all"):
         items = client.list(info.kind, namespace, selector)["items"]
         if key is not None:
             items.sort(key=key)
@@ -156,7 +156,7 @@ def _get_all(
 
 def _follow(
     client: Client,
-    info: KindInfo,
+    info: Kind,
     namespace: str | None,
     name: str | None,
     selector: str | None,
@@ -175,7 +175,7 @@ def _follow(
         pass
 
 
-def _print_event(type_: str, obj: dict[str, Any], fmt: OutputFormat, table: Table, info: KindInfo) -> None:
+def _print_event(type_: str, obj: dict[str, Any], fmt: OutputFormat, table: Table, info: Kind) -> None:
     if fmt.tabular:
         table.print([obj], header=False)
     elif fmt.output == Output.name:

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import yaml
-
 from muster.cli.app import console
 from muster.cli.columns import Column, columns_for, row
 from muster.cli.jsonpath import JsonPathError, Template
@@ -79,6 +77,8 @@ def parse_output(text: str) -> OutputFormat:
 
 
 def to_yaml(value: Any) -> str:
+    import yaml  # here: only -o yaml pays for it
+
     return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 

@@ -1,7 +1,7 @@
 """``muster api-resources``: the kinds the API serves, as ``kubectl api-resources`` lists them.
 
-The list is :func:`muster.api.registry.kinds` (the same registry the server builds its routes
-from); ``-o wide`` adds each kind's categories (``muster get all``) and the foreign kinds
+The list is :func:`muster.api.kinds.kinds` (the table the server's registry builds its
+routes from); ``-o wide`` adds each kind's categories (``muster get all``) and the foreign kinds
 converted into it, whose names ``get`` accepts as aliases (``muster get pytorchjobs``).
 """
 
@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from muster.api import registry
-from muster.api.base import API_VERSION
+from muster.api import kinds
+from muster.api.kinds import API_VERSION
 from muster.cli.app import app, console
 from muster.cli.output import print_rows
 
@@ -42,7 +42,7 @@ def api_resources(
 ) -> None:
     """List the kinds of the API: names, short names, scope and the manifests converted into them."""
     scope = None if namespaced is None else _boolean(namespaced)
-    infos = [i for i in registry.kinds() if scope is None or i.namespaced == scope]
+    infos = [i for i in kinds.kinds() if scope is None or i.namespaced == scope]
     if output is ResourcesOutput.name:
         for info in infos:
             console.print(info.plural, markup=False)

@@ -74,7 +74,7 @@ def test_to_model_round_trip():
 
 def test_aliases_name_exactly_the_converted_kinds():
     from muster.api.compat import foreign_kinds
-    from muster.api.registry import _CONVERTED
+    from muster.api.kinds import CONVERTED as _CONVERTED
 
     assert set(_CONVERTED) == set(foreign_kinds()) - {("v1", "Namespace")}
     for (api_version, kind), target in _CONVERTED.items():
