@@ -99,7 +99,7 @@ def openb_cmd(
     trace_dir: Path | None = TRACE_DIR,
     output: Output = OUTPUT,
 ) -> None:
-    """FGD fill-up experiment (reference/perf.md §2.1): allocation and fragmentation as pods arrive.
+    """FGD fill-up experiment (docs/simulator.md): allocation and fragmentation as pods arrive.
 
     Pods are shuffled per seed, inflated to --ratio x GPU capacity by sampling with
     replacement, and placed one at a time by the scheduler core; failed pods are dropped.

@@ -1,6 +1,6 @@
 """Job kinds to TrainingJob: Kubeflow ``kubeflow.org/v1 PyTorchJob`` and ``batch/v1 Job``.
 
-PyTorchJob (reference/workloads.md §1.1) maps field for field: ``pytorchReplicaSpecs`` ->
+PyTorchJob (Kubeflow Training Operator v1) maps field for field: ``pytorchReplicaSpecs`` ->
 ``replicaSpecs`` (replica types case-normalised, as the Training Operator does),
 ``nprocPerNode`` (string or number; the deprecated ``elasticPolicy.nProcPerNode`` when it is
 the only one), ``elasticPolicy``, ``runPolicy`` with ``schedulingPolicy``. The queue comes
