@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "sched": "sched",
     "sim": "sim",
     "suspend": "suspend",
+    "token": "token",
     "top": "top",
     "up": "up",
     "version": "version",

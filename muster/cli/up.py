@@ -155,7 +155,7 @@ def up(
         )
     err_console.print(
         f"Muster {__version__} at {url}\n  store: {_redacted(s.store_url)}\n"
-        f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)\n"
+        f"  token: {s.credentials_path} (`muster token show` prints it)\n"
         f"  dashboard: {url}/ (sign in with the token)",
         markup=False,
     )

@@ -25,7 +25,7 @@ from muster.home import CREDENTIALS, SERVER_FILE, home_dir, read_credentials, re
 from muster.sdk.errors import ApiUnavailable, InvalidServerUrl, error_from_response
 from muster.sdk.http import Http, Response, Stream, TransportError
 
-__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover", "server_url"]
+__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover", "discover_token", "server_url"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 _PREFIX = f"/apis/{API_VERSION}"
@@ -45,11 +45,17 @@ def discover(
     if not url:
         written = read_server_file(where)
         url, source = (written.get("url") if written else None), str(where / SERVER_FILE)
-    tok = token or os.environ.get("MUSTER_TOKEN")
-    if not tok:
-        creds = read_credentials(where / CREDENTIALS)
-        tok = creds["token"] if creds else None
-    return server_url(url or DEFAULT_SERVER, source), tok
+    return server_url(url or DEFAULT_SERVER, source), discover_token(token, where)
+
+
+def discover_token(token: str | None = None, home: str | Path | None = None) -> str | None:
+    """The token by the discovery order above (``token``, ``$MUSTER_TOKEN``, then the
+    ``credentials`` file in the home), or None when nothing names one."""
+    found = token or os.environ.get("MUSTER_TOKEN")
+    if not found:
+        creds = read_credentials(home_dir(home) / CREDENTIALS)
+        found = creds["token"] if creds else None
+    return found
 
 
 def server_url(text: str, source: str = "the server address") -> str:
