@@ -16,14 +16,13 @@ from typing import Any
 
 from muster.api.labels import WORKFLOW_ATTEMPT_LABEL, WORKFLOW_LABEL, WORKFLOW_NODE_ANNOTATION
 from muster.api.workflow import order
-from muster.controllers.insight.explain.build import explain
+from muster.controllers.insight.explain.build import explain, recent_events
 from muster.controllers.insight.explain.facts import Explanation, FailureFacts, Obj, TaskFacts
 from muster.controllers.insight.explain.gather import Source, gather
 from muster.store.events import refers_to
 
 __all__ = ["WorkflowContext", "explain_workflow", "gather_workflow"]
 
-_RECENT_EVENTS = 5
 _OK = ("Succeeded", "Cached", "Skipped")
 _BAD = ("Failed", "Error")
 # The task's attempt objects that say most about it, by what the task is doing.
@@ -186,16 +185,4 @@ def _how(tasks: list[TaskFacts]) -> str:
 
 
 def _events(wf: Obj, events: Sequence[Obj]) -> list[dict[str, Any]]:
-    picked = [e for e in events if e.get("type") == "Warning" and refers_to(e, wf)]
-    picked.sort(key=lambda e: e.get("lastTimestamp") or "")
-    return [
-        {
-            "object": f"workflow/{wf['metadata']['name']}",
-            "type": e.get("type"),
-            "reason": e.get("reason"),
-            "message": e.get("message", ""),
-            "count": e.get("count", 1),
-            "lastTimestamp": e.get("lastTimestamp"),
-        }
-        for e in picked[-_RECENT_EVENTS:]
-    ]
+    return recent_events([e for e in events if e.get("type") == "Warning" and refers_to(e, wf)])
