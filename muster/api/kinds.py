@@ -61,11 +61,16 @@ CONVERTED: dict[tuple[str, str], str] = {
     ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"): "PriorityClass",
     ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): "PriorityClass",
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
+    ("v1", "Pod"): "TrainingJob",
+    ("serving.kserve.io/v1beta1", "InferenceService"): "InferenceService",
+    ("kubeai.org/v1", "Model"): "InferenceService",
 }
+# The foreign kinds whose names are aliases; a v1 Pod's names stay the native Pod's.
 _FOREIGN_PLURALS = {
     "PyTorchJob": "pytorchjobs",
     "Job": "jobs",
     "WorkloadPriorityClass": "workloadpriorityclasses",
+    "Model": "models",
 }
 
 
@@ -79,7 +84,9 @@ def _k(
 ) -> Kind:
     sources = sorted(key for key, target in CONVERTED.items() if target == kind)
     foreign = dict.fromkeys(name for _, name in sources if name != kind)
-    aliases = tuple(name for f in foreign for name in (f.lower(), _FOREIGN_PLURALS[f]))
+    aliases = tuple(
+        name for f in foreign if f in _FOREIGN_PLURALS for name in (f.lower(), _FOREIGN_PLURALS[f])
+    )
     converted = tuple(f"{version}/{name}" for version, name in sources)
     return Kind(kind, plural, kind.lower(), short, namespaced, status, categories, converted, aliases)
 
@@ -96,6 +103,7 @@ KINDS: tuple[Kind, ...] = (
     _k("TrainingJob", "trainingjobs", ("tj",), namespaced=True, categories=("all",)),
     _k("Workflow", "workflows", ("wf",), namespaced=True, categories=("all",)),
     _k("CacheEntry", "cacheentries", ("ce",), namespaced=True, status=False),
+    _k("InferenceService", "inferenceservices", ("isvc",), namespaced=True, categories=("all",)),
     _k("Workload", "workloads", ("wl",), namespaced=True, categories=("all",)),
     _k("Pod", "pods", ("po",), namespaced=True, categories=("all",)),
     _k("Event", "events", ("ev",), namespaced=True, status=False),

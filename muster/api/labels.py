@@ -22,6 +22,10 @@ __all__ = [
     "REPLICA_TYPE_LABEL",
     "RESUBMITTED_FROM_ANNOTATION",
     "RETRY_ANNOTATION",
+    "SERVING_PORT_ANNOTATION",
+    "SERVING_REPLICA_LABEL",
+    "SERVING_REVISION_LABEL",
+    "SERVING_SERVICE_LABEL",
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
     "WORKFLOW_ATTEMPT_LABEL",
@@ -70,6 +74,16 @@ WORKFLOW_NODE_ANNOTATION = "muster.dev/workflow-node"
 RETRY_ANNOTATION = "muster.dev/retry"
 # On a workflow made by `muster resubmit` (or the dashboard's Resubmit): the one it copies.
 RESUBMITTED_FROM_ANNOTATION = "muster.dev/resubmitted-from"
+
+
+# -- serving ---------------------------------------------------------------------------------
+
+# The InferenceService a replica's Workload and pod belong to, its revision and its name.
+SERVING_SERVICE_LABEL = "muster.dev/inferenceservice"
+SERVING_REVISION_LABEL = "muster.dev/serving-revision"
+SERVING_REPLICA_LABEL = "muster.dev/serving-replica"
+# The port a replica's server listens on (its $PORT; on the local runtime one per replica).
+SERVING_PORT_ANNOTATION = "muster.dev/serving-port"
 
 
 def pod_name(job: str, rtype: str, index: int) -> str:

@@ -79,4 +79,5 @@ def test_aliases_name_exactly_the_converted_kinds():
     assert set(_CONVERTED) == set(foreign_kinds()) - {("v1", "Namespace")}
     for (api_version, kind), target in _CONVERTED.items():
         assert f"{api_version}/{kind}" in lookup(target).converted_from
-        assert lookup(kind).kind == target
+        # A v1 Pod converts into a TrainingJob, but `pods` names the native Pod.
+        assert lookup(kind).kind == (kind if kind in {k.kind for k in kinds()} else target)

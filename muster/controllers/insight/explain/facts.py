@@ -24,6 +24,7 @@ __all__ = [
     "RootCause",
     "TaskFacts",
     "WhyContext",
+    "event_row",
     "pod_facts",
     "where",
 ]
@@ -198,6 +199,8 @@ class Explanation:
     nodes: list[NodeVerdict] = field(default_factory=list)  # a waiting Workload's per-node verdicts
     fragmentation: Fragmentation | None = None
     fits_when: FitsWhen | None = None
+    # an InferenceService's replicas, revisions (with the autoscaler's view) and traffic split
+    serving: dict[str, Any] | None = None
     root_cause: RootCause | None = None  # the fact behind the blocker, named first in the summary
     tasks: list[TaskFacts] = field(default_factory=list)  # a workflow's task runs
 
@@ -210,6 +213,18 @@ class Explanation:
         out["quota"] = [row.to_dict() for row in self.quota]
         out["requests"] = dict(self.requests)  # resource names are keys, kept as they are
         return out
+
+
+def event_row(e: Obj) -> dict[str, Any]:
+    """An Event as an explanation lists it."""
+    return {
+        "object": f"{e['involvedObject']['kind'].lower()}/{e['involvedObject']['name']}",
+        "type": e.get("type"),
+        "reason": e.get("reason"),
+        "message": e.get("message", ""),
+        "count": e.get("count", 1),
+        "lastTimestamp": e.get("lastTimestamp"),
+    }
 
 
 def pod_facts(pods: Sequence[Obj]) -> list[PodFacts]:

@@ -10,6 +10,7 @@ import queues from "./pages/queues.js";
 import nodes from "./pages/nodes.js";
 import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
+import serving from "./pages/serving.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
 const ROUTES = [
@@ -18,6 +19,7 @@ const ROUTES = [
   [/^\/jobs\/([^/]+)\/([^/]+)$/, "jobs", job],
   [/^\/workflows$/, "workflows", workflows],
   [/^\/workflows\/([^/]+)\/([^/]+)$/, "workflows", workflow],
+  [/^\/serving$/, "serving", serving],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],
 ];
