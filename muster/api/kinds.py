@@ -46,8 +46,8 @@ class UnknownKind(LookupError):
         self.close_matches = close
 
 
-# The native kind each foreign kind converts into (muster.api.compat; v1 Namespace creates
-# nothing). tests/api/test_registry.py holds it to the converters.
+# The native kind each foreign kind converts into (muster.api.compat).
+# tests/api/test_registry.py holds it to the converters.
 CONVERTED: dict[tuple[str, str], str] = {
     ("kubeflow.org/v1", "PyTorchJob"): "TrainingJob",
     ("batch/v1", "Job"): "TrainingJob",
@@ -64,6 +64,13 @@ CONVERTED: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "TrainingJob",
     ("serving.kserve.io/v1beta1", "InferenceService"): "InferenceService",
     ("kubeai.org/v1", "Model"): "InferenceService",
+    ("v1", "Namespace"): "Namespace",
+    ("v1", "ResourceQuota"): "ResourceQuota",
+    ("v1", "ServiceAccount"): "ServiceAccount",
+    **{
+        ("rbac.authorization.k8s.io/v1", kind): kind
+        for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    },
 }
 # The foreign kinds whose names are aliases; a v1 Pod's names stay the native Pod's.
 _FOREIGN_PLURALS = {
@@ -93,6 +100,7 @@ def _k(
 
 # In a stable order (`muster get` and the docs list them so).
 KINDS: tuple[Kind, ...] = (
+    _k("Namespace", "namespaces", ("ns",), namespaced=False),
     _k("Node", "nodes", ("no",), namespaced=False),
     _k("ResourceFlavor", "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False, status=False),
     _k("Topology", "topologies", (), namespaced=False, status=False),
@@ -107,6 +115,7 @@ KINDS: tuple[Kind, ...] = (
     _k("Workload", "workloads", ("wl",), namespaced=True, categories=("all",)),
     _k("Pod", "pods", ("po",), namespaced=True, categories=("all",)),
     _k("Event", "events", ("ev",), namespaced=True, status=False),
+    _k("ResourceQuota", "resourcequotas", ("quota",), namespaced=True),
     _k("Role", "roles", (), namespaced=True, status=False),
     _k("RoleBinding", "rolebindings", (), namespaced=True, status=False),
     _k("ServiceAccount", "serviceaccounts", ("sa",), namespaced=True, status=False),

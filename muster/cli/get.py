@@ -11,6 +11,7 @@ import typer
 from muster.api import kinds
 from muster.api.kinds import Kind
 from muster.cli.app import app, console
+from muster.cli.audit import print_audit
 from muster.cli.common import (
     BadInput,
     NamespaceOpt,
@@ -71,6 +72,18 @@ def get(
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="After listing, print changes as they happen.")
     ] = False,
+    request_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--request-timeout",
+            min=0,
+            help="With -w: stop after this many seconds without a change.",
+            show_default=False,
+        ),
+    ] = None,
+    audit: Annotated[
+        bool, typer.Option("--audit", help="With events: the audit log instead (see muster audit).")
+    ] = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
@@ -87,6 +100,13 @@ def get(
                 _get_all(client, None if all_namespaces else namespace, selector, fmt, key)
             return
         info, name = resolve_ref(kind, name)
+        if audit:
+            if info.kind != "Event" or name:
+                raise BadInput(["error: --audit goes with `get events` (or use `muster audit`)"])
+            with connect(server, token) as client:
+                items = client.audit(None if all_namespaces else namespace, limit=200)
+            print_audit(items, fmt.output)
+            return
         if selector:
             parse_selector(selector)  # a typo fails here, before any request
         key = key or _sort_key(_DEFAULT_SORT.get(info.kind))
@@ -110,7 +130,7 @@ def get(
                     console.print()
                     print_tasks(objects[0], wide=fmt.output == Output.wide)
             if watch:
-                _follow(client, info, ns, name, selector, version, fmt, table)
+                _follow(client, info, ns, name, selector, version, fmt, table, request_timeout)
 
 
 def _output(text: str) -> OutputFormat:
@@ -163,10 +183,14 @@ def _follow(
     version: str,
     fmt: OutputFormat,
     table: Table,
+    timeout: float | None = None,
 ) -> None:
-    """Print every change after ``version`` until interrupted (Ctrl-C ends it quietly)."""
+    """Print every change after ``version`` until interrupted (Ctrl-C ends it quietly) or
+    ``timeout`` seconds pass without one."""
     try:
-        for event in client.watch(info.kind, namespace, resource_version=version, selector=selector):
+        for event in client.watch(
+            info.kind, namespace, resource_version=version, selector=selector, timeout=timeout
+        ):
             obj: dict[str, Any] = event["object"]
             if name and obj["metadata"]["name"] != name:
                 continue
