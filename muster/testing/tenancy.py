@@ -72,6 +72,7 @@ _BODIES: dict[str, Obj] = {
     },
     "ServiceAccount": {},
     "Namespace": {},
+    "InferenceService": {"spec": {"minReplicas": 0, "predictor": _POD}},
 }
 
 
