@@ -9,7 +9,7 @@ published median beside it (reference/perf.md §2.1), whether 100% and 130% are 
     python benchmarks/sim_openb.py --jobs 2 --seeds 42-43 --policies fgd,bestfit
     python benchmarks/sim_openb.py --out benchmarks/out   # also writes the CSV/PNG/Markdown report
 
-Set MUSTER_TRACES_DIR (or --trace-dir) when ../shared/traces is not next to the repository.
+Traces come from --trace-dir, MUSTER_TRACES_DIR, ../shared/traces or the bundled traces/ (docs/simulator.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ own code (muster.sim.philly_runs). The target is at most 300 s per replay on one
     python benchmarks/sim_philly.py --pollux 160 --nodes 16 --gpus-per-node 4
     python benchmarks/sim_philly.py --out benchmarks/out              # also write the reports
 
-Set MUSTER_TRACES_DIR (or --trace-dir) when ../shared/traces is not next to the repository.
+Traces come from --trace-dir, MUSTER_TRACES_DIR, ../shared/traces or the bundled traces/ (docs/simulator.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A small PyTorch DDP training job that survives preemption (DESIGN §7).
+"""A small PyTorch DDP training job that survives preemption (docs/trainingjob.md).
 
 Run it by Muster (examples/trainingjob.yaml), under torchrun, or as plain processes: it reads
 the torchrun environment contract (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,

@@ -1,6 +1,6 @@
 """A torch-free stand-in for examples/ddp_train.py, for `muster demo` where torch is absent.
 
-It keeps the checkpoint protocol the real trainer has (DESIGN §7), so the control plane's
+It keeps the checkpoint protocol the real trainer has (docs/trainingjob.md), so the control plane's
 side of a preemption is shown exactly: rank 0 writes ``ckpt-NNNNNNNN.json`` into
 ``MUSTER_CHECKPOINT_DIR`` every ``--checkpoint-every`` steps (whole, by rename); SIGTERM
 makes every rank stop at the next step boundary, rank 0 saves, all exit 143; a new run

@@ -8,6 +8,7 @@ unset optional fields, so stored objects look like the manifests users wrote.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -35,6 +36,7 @@ __all__ = [
     "Object",
     "ObjectMeta",
     "OwnerReference",
+    "controller_ref",
     "now_iso",
     "qualified_name_problem",
     "validate_dns_label",
@@ -161,6 +163,28 @@ class OwnerReference(MusterModel):
     name: str = Field(description="Name of the owner (same namespace).")
     uid: str = Field(default="", description="UID of the owner; empty matches any owner of that name.")
     controller: bool = Field(default=True, description="Whether the owner manages this object.")
+
+
+def controller_ref(obj: Mapping[str, Any]) -> dict[str, str]:
+    """Who ``obj`` belongs to, as ``{kind, name, uid}``: its controller (the ownerReference with
+    ``controller: true``, else its first one), or the object itself when nothing owns it. A
+    job's pods are re-created under the same names on every run; this names the job they
+    ran for, so what outlives a pod (its events, its logs) is never taken for the next
+    object of the same name."""
+    meta = obj.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    owner = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if owner is None:
+        return {
+            "kind": str(obj.get("kind") or ""),
+            "name": str(meta.get("name") or ""),
+            "uid": str(meta.get("uid") or ""),
+        }
+    return {
+        "kind": str(owner.get("kind") or ""),
+        "name": str(owner.get("name") or ""),
+        "uid": str(owner.get("uid") or ""),
+    }
 
 
 class ObjectMeta(MusterModel):

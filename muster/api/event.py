@@ -36,6 +36,12 @@ class Event(Object):
     KIND: ClassVar[str] = "Event"
     kind: Literal["Event"] = Field(default="Event", description="Always Event.")
     involved_object: ObjectReference = Field(description="The object this event is about.")
+    related: ObjectReference | None = Field(
+        default=None,
+        description="The object that owns the one this event is about (its controller, e.g. the "
+        "TrainingJob of a pod), as events.k8s.io/v1's related: an owner's history keeps the events "
+        "of its pods after they are replaced, and never takes those of an earlier owner's pods.",
+    )
     type: Literal["Normal", "Warning"] = Field(default="Normal", description="Normal or Warning.")
     reason: str = Field(description="Short CamelCase reason, e.g. Preempted, Admitted.")
     message: str = Field(default="", description="Human-readable description.")

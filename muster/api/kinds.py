@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-__all__ = ["API_VERSION", "GROUP", "Kind", "UnknownKind", "kinds", "lookup"]
+__all__ = ["API_VERSION", "CONVERTED", "GROUP", "Kind", "UnknownKind", "category", "kinds", "lookup", "names"]
 
 GROUP = "muster.dev"
 API_VERSION = f"{GROUP}/v1"
@@ -27,6 +27,12 @@ class Kind:
     short_names: tuple[str, ...]
     namespaced: bool
     has_status: bool
+    # Groups a user can ask for at once (``muster get all``), as Kubernetes' categories.
+    categories: tuple[str, ...] = ()
+    # The foreign kinds converted into this one (``kubeflow.org/v1/PyTorchJob``); their names
+    # are accepted as aliases (``muster get pytorchjobs``), as a user's manifests call them.
+    converted_from: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
 
 class UnknownKind(LookupError):
@@ -40,8 +46,56 @@ class UnknownKind(LookupError):
         self.close_matches = close
 
 
-def _k(kind: str, plural: str, short: tuple[str, ...], namespaced: bool, status: bool = True) -> Kind:
-    return Kind(kind, plural, kind.lower(), short, namespaced, status)
+# The native kind each foreign kind converts into (muster.api.compat).
+# tests/api/test_registry.py holds it to the converters.
+CONVERTED: dict[tuple[str, str], str] = {
+    ("kubeflow.org/v1", "PyTorchJob"): "TrainingJob",
+    ("batch/v1", "Job"): "TrainingJob",
+    **{
+        (f"kueue.x-k8s.io/{version}", kind): kind
+        for version in ("v1beta1", "v1beta2")
+        for kind in ("ResourceFlavor", "Topology", "LocalQueue", "ClusterQueue", "Cohort")
+    },
+    ("kueue.x-k8s.io/v1alpha1", "Cohort"): "Cohort",
+    ("kueue.x-k8s.io/v1alpha1", "Topology"): "Topology",
+    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"): "PriorityClass",
+    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): "PriorityClass",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
+    ("v1", "Pod"): "TrainingJob",
+    ("serving.kserve.io/v1beta1", "InferenceService"): "InferenceService",
+    ("kubeai.org/v1", "Model"): "InferenceService",
+    ("v1", "Namespace"): "Namespace",
+    ("v1", "ResourceQuota"): "ResourceQuota",
+    ("v1", "ServiceAccount"): "ServiceAccount",
+    **{
+        ("rbac.authorization.k8s.io/v1", kind): kind
+        for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    },
+}
+# The foreign kinds whose names are aliases; a v1 Pod's names stay the native Pod's.
+_FOREIGN_PLURALS = {
+    "PyTorchJob": "pytorchjobs",
+    "Job": "jobs",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "Model": "models",
+}
+
+
+def _k(
+    kind: str,
+    plural: str,
+    short: tuple[str, ...],
+    namespaced: bool,
+    status: bool = True,
+    categories: tuple[str, ...] = (),
+) -> Kind:
+    sources = sorted(key for key, target in CONVERTED.items() if target == kind)
+    foreign = dict.fromkeys(name for _, name in sources if name != kind)
+    aliases = tuple(
+        name for f in foreign if f in _FOREIGN_PLURALS for name in (f.lower(), _FOREIGN_PLURALS[f])
+    )
+    converted = tuple(f"{version}/{name}" for version, name in sources)
+    return Kind(kind, plural, kind.lower(), short, namespaced, status, categories, converted, aliases)
 
 
 # In a stable order (`muster get` and the docs list them so).
@@ -54,12 +108,12 @@ KINDS: tuple[Kind, ...] = (
     _k("Cohort", "cohorts", (), namespaced=False),
     _k("LocalQueue", "localqueues", ("lq", "queue", "queues"), namespaced=True),
     _k("PriorityClass", "priorityclasses", ("pc",), namespaced=False, status=False),
-    _k("TrainingJob", "trainingjobs", ("tj",), namespaced=True),
-    _k("Workflow", "workflows", ("wf",), namespaced=True),
+    _k("TrainingJob", "trainingjobs", ("tj",), namespaced=True, categories=("all",)),
+    _k("Workflow", "workflows", ("wf",), namespaced=True, categories=("all",)),
     _k("CacheEntry", "cacheentries", ("ce",), namespaced=True, status=False),
-    _k("InferenceService", "inferenceservices", ("isvc",), namespaced=True),
-    _k("Workload", "workloads", ("wl",), namespaced=True),
-    _k("Pod", "pods", ("po",), namespaced=True),
+    _k("InferenceService", "inferenceservices", ("isvc",), namespaced=True, categories=("all",)),
+    _k("Workload", "workloads", ("wl",), namespaced=True, categories=("all",)),
+    _k("Pod", "pods", ("po",), namespaced=True, categories=("all",)),
     _k("Event", "events", ("ev",), namespaced=True, status=False),
     _k("ResourceQuota", "resourcequotas", ("quota",), namespaced=True),
     _k("Role", "roles", (), namespaced=True, status=False),
@@ -71,7 +125,7 @@ KINDS: tuple[Kind, ...] = (
 
 _BY_NAME: dict[str, Kind] = {}
 for _entry in KINDS:
-    for _name in (_entry.kind, _entry.plural, _entry.singular, *_entry.short_names):
+    for _name in (_entry.kind, _entry.plural, _entry.singular, *_entry.short_names, *_entry.aliases):
         _BY_NAME[_name.lower()] = _entry
 
 
@@ -80,8 +134,19 @@ def kinds() -> list[Kind]:
     return list(KINDS)
 
 
+def names() -> list[str]:
+    """Every name :func:`lookup` accepts (lower case, sorted): for shell completion."""
+    return sorted(_BY_NAME)
+
+
+def category(name: str) -> list[Kind]:
+    """The kinds in category ``name`` (``all``), in the table's order; empty when none."""
+    return [entry for entry in KINDS if name.lower() in entry.categories]
+
+
 def lookup(name: str) -> Kind:
-    """The kind a user means by ``name``: a Kind, plural, singular or short name, any case."""
+    """The kind a user means by ``name``: a Kind, plural, singular or short name, or the name
+    of a foreign kind converted into it (``pytorchjobs``), any case."""
     found = _BY_NAME.get(name.strip().lower())
     if found is None:
         raise UnknownKind(name, sorted(_BY_NAME))

@@ -20,6 +20,7 @@ __all__ = [
     "MASTER_PORT_ANNOTATION",
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",
+    "RESUBMITTED_FROM_ANNOTATION",
     "RETRY_ANNOTATION",
     "SERVING_PORT_ANNOTATION",
     "SERVING_REPLICA_LABEL",
@@ -71,6 +72,8 @@ WORKFLOW_ATTEMPT_LABEL = "muster.dev/workflow-attempt"
 WORKFLOW_NODE_ANNOTATION = "muster.dev/workflow-node"
 # `muster retry` asks for a retry by setting this one above status.retries.
 RETRY_ANNOTATION = "muster.dev/retry"
+# On a workflow made by `muster resubmit` (or the dashboard's Resubmit): the one it copies.
+RESUBMITTED_FROM_ANNOTATION = "muster.dev/resubmitted-from"
 
 
 # -- serving ---------------------------------------------------------------------------------

@@ -44,7 +44,8 @@ __all__ = ["KindInfo", "UnknownKind", "Validated", "kinds", "lookup", "to_model"
 class KindInfo(Kind):
     """A kind's names (:class:`muster.api.kinds.Kind`) and its model."""
 
-    model: type[Object]
+    # Keyword-only: the names' fields before it have defaults.
+    model: type[Object] = field(kw_only=True)
 
 
 @dataclass

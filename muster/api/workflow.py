@@ -306,7 +306,15 @@ class WorkflowStatus(MusterModel):
     nodes: dict[str, TaskNode] = Field(
         default_factory=dict, description="Per task (fanned-out runs as task(0), task(1), ...)."
     )
-    progress: str = Field(default="0/0", description="Finished tasks / all tasks, e.g. 3/5.")
+    progress: str = Field(
+        default="0/0",
+        description="Task runs that ended well (Succeeded, Cached or Skipped) / all task runs, "
+        "e.g. 3/5; a failed workflow never shows all of them.",
+    )
+    task_phases: dict[str, int] = Field(
+        default_factory=dict,
+        description="How many task runs are in each phase, e.g. {Succeeded: 2, Failed: 1}.",
+    )
     started_at: str | None = Field(default=None, description="When it started (UTC).")
     finished_at: str | None = Field(default=None, description="When it finished (UTC).")
     message: str = Field(default="", description="Why it failed, if it did.")

@@ -19,6 +19,7 @@ __all__ = ["COMMANDS", "LazyGroup", "app", "console", "err_console", "load", "lo
 
 # verb -> module under muster.cli that registers it on `app` when imported; keep this sorted.
 COMMANDS: dict[str, str] = {
+    "api-resources": "resources",
     "apply": "apply",
     "audit": "audit",
     "auth": "auth",
@@ -31,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "logs": "logs",
     "node": "node",
     "patch": "patch",
+    "resubmit": "retry",
     "resume": "suspend",
     "retry": "retry",
     "sched": "sched",
@@ -97,7 +99,8 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Muster: quotas, gang scheduling and pipelines for shared GPUs.",
     no_args_is_help=True,
-    add_completion=False,
+    # `muster --install-completion` (bash, zsh, fish, PowerShell), as kubectl completion.
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 

@@ -53,7 +53,7 @@ def can_i(
     resource: Annotated[
         str | None,
         typer.Argument(
-            help="RESOURCE[.GROUP][/NAME] (trainingjobs, tj/mnist, pods, localqueues.kueue.x-k8s.io) "
+            help="RESOURCE\\[.GROUP]\\[/NAME] (trainingjobs, tj/mnist, pods, localqueues.kueue.x-k8s.io) "
             "or a /PATH.",
             show_default=False,
         ),

@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from muster.api.quantity import Quantity, QuantityError
+
 __all__ = ["COLUMNS", "Column", "age", "columns_for", "evaluate", "row"]
 
-Format = Literal["text", "age", "sum", "count", "state", "ref", "map", "unique", "replicas", "traffic"]
+Format = Literal[
+    "text", "age", "sum", "count", "state", "ref", "map", "unique", "bytes", "replicas", "traffic"
+]
 NONE = "<none>"
 
 
@@ -39,7 +43,7 @@ COLUMNS: dict[str, list[Column]] = {
         Column("GPUS", f"status.allocatable{_GPU}"),
         Column("MODEL", "status.gpus.*.model", "unique"),
         Column("CPU", "status.allocatable.cpu"),
-        Column("MEMORY", "status.allocatable.memory"),
+        Column("MEMORY", "status.allocatable.memory", "bytes"),
         AGE,
         Column("RUNTIME", "status.runtime", wide=True),
         Column("UNSCHEDULABLE", "spec.unschedulable", wide=True),
@@ -51,8 +55,8 @@ COLUMNS: dict[str, list[Column]] = {
         NAME,
         Column("COHORT", "spec.cohort"),
         Column("STRATEGY", "spec.queueingStrategy"),
-        Column("PENDING", "status.pendingWorkloads"),
-        Column("ADMITTED", "status.admittedWorkloads"),
+        Column("PENDING", "status.pendingWorkloads", "sum"),
+        Column("ADMITTED", "status.admittedWorkloads", "sum"),
         AGE,
         Column("FLAVORS", "spec.resourceGroups.*.flavors.*.name", "unique", wide=True),
         Column("PREEMPTION", "spec.preemption.withinClusterQueue", wide=True),
@@ -62,8 +66,8 @@ COLUMNS: dict[str, list[Column]] = {
     "LocalQueue": [
         NAME,
         Column("CLUSTERQUEUE", "spec.clusterQueue"),
-        Column("PENDING", "status.pendingWorkloads"),
-        Column("ADMITTED", "status.admittedWorkloads"),
+        Column("PENDING", "status.pendingWorkloads", "sum"),
+        Column("ADMITTED", "status.admittedWorkloads", "sum"),
         AGE,
     ],
     "PriorityClass": [
@@ -80,7 +84,7 @@ COLUMNS: dict[str, list[Column]] = {
         Column("QUEUE", "spec.queueName"),
         AGE,
         Column("PRIORITY", "spec.priorityClassName", wide=True),
-        Column("RESTARTS", "status.restartCount", wide=True),
+        Column("RESTARTS", "status.restartCount", "sum", wide=True),
         Column("WORKLOAD", "status.workload", wide=True),
     ],
     "Workload": [
@@ -119,6 +123,7 @@ COLUMNS: dict[str, list[Column]] = {
         Column("PHASE", "status.phase"),
         Column("PROGRESS", "status.progress"),
         AGE,
+        Column("TASKS", "status.taskPhases", "map", wide=True),
         Column("MESSAGE", "status.message", wide=True),
     ],
     "CacheEntry": [
@@ -133,7 +138,7 @@ COLUMNS: dict[str, list[Column]] = {
         Column("TYPE", "type"),
         Column("REASON", "reason"),
         Column("OBJECT", "involvedObject", "ref"),
-        Column("COUNT", "count"),
+        Column("COUNT", "count", "sum"),
         Column("MESSAGE", "message"),
     ],
     "Namespace": [
@@ -234,8 +239,27 @@ def _unique(values: list[Any], now: datetime) -> str:
 
 
 def _sum(values: list[Any], _now: datetime) -> str:
+    """A count or total: 0 when nothing was counted yet (a status not written), as kubectl."""
     numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-    return str(sum(numbers)) if numbers else NONE
+    return str(sum(numbers))
+
+
+def _bytes(values: list[Any], _now: datetime) -> str:
+    """A memory quantity in the largest binary unit that keeps it at 1 or more, one decimal:
+    ``24683656Ki`` is ``23.5Gi``."""
+    if not values:
+        return NONE
+    try:
+        amount = float(Quantity.parse(values[0]).value)
+    except (QuantityError, ValueError, TypeError):
+        return _scalar(values[0])
+    unit = ""
+    for name in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"):
+        if amount < 1024:
+            break
+        amount, unit = amount / 1024, name
+    text = f"{amount:.1f}".removesuffix(".0")
+    return f"{text}{unit}"
 
 
 def _count(values: list[Any], _now: datetime) -> str:
@@ -298,6 +322,7 @@ _FORMATS: dict[str, Callable[[list[Any], datetime], str]] = {
     "ref": _ref,
     "map": _map,
     "unique": _unique,
+    "bytes": _bytes,
     "replicas": _replicas,
     "traffic": _traffic,
 }

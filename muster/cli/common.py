@@ -13,11 +13,12 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from muster.api import kinds
 from muster.api.kinds import Kind, UnknownKind, lookup
 from muster.cli.app import err_console
 from muster.sdk.client import Client, discover
 from muster.sdk.contexts import ConfigError
-from muster.sdk.errors import ApiError, ApiUnavailable, BadRequest, Invalid, Unauthorized
+from muster.sdk.errors import ApiError, ApiUnavailable, BadRequest, Invalid, InvalidServerUrl, Unauthorized
 from muster.store.selector import InvalidSelector
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "NamespaceOpt",
     "ServerOpt",
     "TokenOpt",
+    "complete_kind",
     "connect",
     "fail",
     "handle_errors",
@@ -35,9 +37,6 @@ __all__ = [
     "resolve_target",
     "split_ref",
 ]
-
-# `job/NAME` is how people name a training job on the command line (as `kubectl logs job/x`).
-_KIND_ALIASES = {"job": "TrainingJob", "jobs": "TrainingJob"}
 
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
@@ -81,6 +80,13 @@ def connect(server: str | None, token: str | None) -> Client:
     return client
 
 
+def complete_kind(incomplete: str) -> list[str]:
+    """Shell completion of a KIND argument: the plural names and short names (and the
+    converted kinds' names) that start with what was typed."""
+    typed = incomplete.lower()
+    return [n for n in kinds.names() if n.startswith(typed)]
+
+
 def resolve_kind(name: str) -> Kind:
     try:
         return lookup(name)
@@ -115,7 +121,7 @@ def resolve_target(ref: str, kinds: tuple[str, ...], default_kind: str | None = 
         return default_kind, ref
     kind_part, name = split_ref(ref, None)
     assert name is not None
-    kind = _KIND_ALIASES.get(kind_part.lower()) or resolve_kind(kind_part).kind
+    kind = resolve_kind(kind_part).kind  # `job/NAME` too: a converted batch/v1 Job is a TrainingJob
     if kind not in kinds:
         allowed = ", ".join(f"{k.lower()}/NAME" for k in kinds)
         raise BadInput([f"error: {ref!r}: this command takes {allowed} (and job/NAME for a TrainingJob)"])
@@ -136,7 +142,7 @@ def handle_errors() -> Iterator[None]:
         for line in exc.lines:
             err_console.print(line, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    except InvalidSelector as exc:
+    except (InvalidSelector, InvalidServerUrl) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except ConfigError as exc:
         fail(f"{exc} (muster config get-contexts)", EXIT_BAD_INPUT)

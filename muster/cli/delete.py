@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 
 from muster.api.errors import InvalidObject
-from muster.cli.app import app, console
+from muster.cli.app import app, console, err_console
 from muster.cli.common import (
     BadInput,
     NamespaceOpt,
     ServerOpt,
     TokenOpt,
+    complete_kind,
     connect,
     handle_errors,
     resolve_ref,
@@ -25,7 +26,10 @@ __all__ = ["delete"]
 
 @app.command()
 def delete(
-    kind: Annotated[str | None, typer.Argument(help="Kind (or KIND/NAME).", show_default=False)] = None,
+    kind: Annotated[
+        str | None,
+        typer.Argument(help="Kind (or KIND/NAME).", show_default=False, autocompletion=complete_kind),
+    ] = None,
     names: Annotated[list[str] | None, typer.Argument(help="Names to delete.", show_default=False)] = None,
     filename: Annotated[
         list[str] | None,
@@ -59,7 +63,7 @@ def delete(
                     client.delete(kind_name, name, ns)
                 except ApiNotFound as exc:
                     if not ignore_not_found:
-                        console.print(f"error: {exc.message}", markup=False, style="red")
+                        err_console.print(f"error: {exc.message}", markup=False, style="red")
                         missing += 1
                     continue
                 console.print(f"{ref} deleted", markup=False)

@@ -95,7 +95,7 @@ def _tour(url: str, client: object, home: Path) -> None:
         console.print(f"  trainingjob/mnist  {line}", markup=False)
     _run("get", "workloads", "-o", "wide")
     _run("get", "pods")
-    _say("The environment each replica saw (DESIGN §7; CUDA_VISIBLE_DEVICES is its bound GPU):")
+    _say("The environment each replica saw (docs/trainingjob.md; CUDA_VISIBLE_DEVICES is its bound GPU):")
     for log in sorted((home / "logs" / "default").glob("mnist-worker-*/trainer.log")):
         console.print(f"  {log.parent.name}: {log.read_text().strip()}", markup=False)
     _run("describe", "trainingjob", "mnist")

@@ -9,9 +9,18 @@ import typer
 
 from muster.cli.app import app, console
 from muster.cli.columns import age
-from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_ref
+from muster.cli.common import (
+    NamespaceOpt,
+    ServerOpt,
+    TokenOpt,
+    complete_kind,
+    connect,
+    handle_errors,
+    resolve_ref,
+)
 from muster.cli.output import print_rows, print_tasks, to_yaml
 from muster.sdk.client import Client
+from muster.sdk.status import task_rows
 from muster.store.events import event_namespace, refers_to
 from muster.store.objects import body
 
@@ -22,7 +31,7 @@ _RECENT_EVENTS = 20
 
 @app.command()
 def describe(
-    kind: Annotated[str, typer.Argument(help="Kind (or KIND/NAME).")],
+    kind: Annotated[str, typer.Argument(help="Kind (or KIND/NAME).", autocompletion=complete_kind)],
     name: Annotated[str | None, typer.Argument(help="Name; all objects of the kind when omitted.")] = None,
     namespace: NamespaceOpt = "default",
     server: ServerOpt = None,
@@ -72,6 +81,7 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
     if tasks:
         _line("Tasks:")
         print_tasks(obj, wide=True, indent="  ")
+        _results(obj)
     if conditions:
         _line("Conditions:")
         print_rows(
@@ -90,6 +100,22 @@ def _describe(client: Client, obj: dict[str, Any]) -> None:
         )
     if obj["kind"] != "Event":
         _events(client, obj, now)
+
+
+def _results(wf: dict[str, Any]) -> None:
+    """Each task run's output parameters and artifacts (what a later task or a person reads)."""
+    nodes = (wf.get("status") or {}).get("nodes") or {}
+    lines = []
+    for row in task_rows(wf):
+        outputs = (nodes.get(row.task.strip()) or {}).get("outputs") or {}
+        values = [*(outputs.get("parameters") or {}).items(), *(outputs.get("artifacts") or {}).items()]
+        if values:
+            lines.append(f"  {row.task.strip()}:")
+            lines += [f"    {name} = {value}" for name, value in values]
+    if lines:
+        _line("Results:")
+        for text in lines:
+            _line(text)
 
 
 def _events(client: Client, obj: dict[str, Any], now: datetime) -> None:

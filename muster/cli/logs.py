@@ -61,7 +61,7 @@ def logs(
         bool, typer.Option("--follow", "-f", help="Stream new output as it is written.")
     ] = False,
     all_replicas: Annotated[
-        bool, typer.Option("--all-replicas", help="Every replica of the job, lines prefixed [worker-1].")
+        bool, typer.Option("--all-replicas", help="Every replica of the job, lines prefixed \\[worker-1].")
     ] = False,
     previous: Annotated[
         bool, typer.Option("--previous", "-p", help="The previous incarnation's log (before a restart).")

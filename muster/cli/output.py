@@ -1,26 +1,41 @@
-"""Printing objects: aligned tables (the columns of :mod:`muster.cli.columns`), YAML, JSON
-or kind/name. Tables are plain aligned text like kubectl's, so they paste and grep well;
-in watch mode later rows keep the widths of the first ones."""
+"""Printing objects: aligned tables (the columns of :mod:`muster.cli.columns`), YAML, JSON,
+kind/name or a JSONPath template. Tables are plain aligned text like kubectl's, so they paste
+and grep well; in watch mode a row that needs wider columns is printed under a new header
+line, so every row stays aligned with the header above it."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from muster.cli.app import console
 from muster.cli.columns import Column, columns_for, row
+from muster.cli.jsonpath import JsonPathError, Template
 
 __all__ = [
+    "OUTPUT_HELP",
     "Output",
+    "OutputFormat",
     "Table",
+    "parse_output",
     "print_objects",
+    "print_raw",
     "print_records",
     "print_rows",
     "print_tasks",
     "print_value",
     "to_yaml",
 ]
+
+OUTPUT_HELP = (
+    "Output format: table, wide, yaml, json, name or jsonpath=TEMPLATE "
+    "(e.g. jsonpath={.items[*].metadata.name})."
+)
+# The width a watch reserves for names before the first rows are seen, so that most
+# rows arriving later fit under the header.
+_WATCH_NAME_WIDTH = 24
 
 
 class Output(StrEnum):
@@ -29,6 +44,37 @@ class Output(StrEnum):
     yaml = "yaml"
     json = "json"
     name = "name"
+    jsonpath = "jsonpath"
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """What ``-o`` asked for: a format, and the template of ``jsonpath=``."""
+
+    output: Output
+    template: Template | None = None
+
+    @property
+    def tabular(self) -> bool:
+        return self.output in (Output.table, Output.wide)
+
+
+def parse_output(text: str) -> OutputFormat:
+    """``-o TEXT`` as an :class:`OutputFormat`; ValueError naming the choices otherwise."""
+    name, sep, template = text.partition("=")
+    if name == "jsonpath":
+        if not sep or not template:
+            raise ValueError("-o jsonpath needs a template: -o jsonpath={.metadata.name}")
+        try:
+            return OutputFormat(Output.jsonpath, Template(template))
+        except JsonPathError as exc:
+            raise ValueError(f"-o {text}: {exc}") from None
+    try:
+        return OutputFormat(Output(text))
+    except ValueError:
+        raise ValueError(
+            f"-o {text!r} is not a format; choose table, wide, yaml, json, name or jsonpath=TEMPLATE"
+        ) from None
 
 
 def to_yaml(value: Any) -> str:
@@ -38,17 +84,28 @@ def to_yaml(value: Any) -> str:
 
 
 class Table:
-    """Rows of one kind, printed as aligned text."""
+    """Rows of one kind, printed as aligned text. With ``watch``, rows come a few at a time:
+    names get room from the start, and a row wider than the columns so far widens them and
+    is printed under a repeated header."""
 
-    def __init__(self, kind: str, wide: bool, namespace_column: bool) -> None:
+    def __init__(self, kind: str, wide: bool, namespace_column: bool, watch: bool = False) -> None:
         self.columns: list[Column] = columns_for(kind, wide=wide, namespace_column=namespace_column)
         self.widths = [len(c.header) for c in self.columns]
+        self.watch = watch
+        if watch:
+            self.widths = [
+                max(w, _WATCH_NAME_WIDTH) if c.header == "NAME" else w
+                for w, c in zip(self.widths, self.columns, strict=True)
+            ]
 
     def print(self, objects: list[dict[str, Any]], header: bool = True) -> None:
         rows = [row(o, self.columns) for o in objects]
+        widened = False
         for cells in rows:
-            self.widths = [max(w, len(c)) for w, c in zip(self.widths, cells, strict=True)]
-        if header:
+            wider = [max(w, len(c)) for w, c in zip(self.widths, cells, strict=True)]
+            widened = widened or wider != self.widths
+            self.widths = wider
+        if header or (self.watch and widened):
             console.print(self._line([c.header for c in self.columns]), style="bold", markup=False)
         for cells in rows:
             console.print(self._line(cells), markup=False)
@@ -58,21 +115,44 @@ class Table:
 
 
 def print_objects(
-    kind: str, objects: list[dict[str, Any]], output: Output, single: bool, namespaces: bool
+    kind: str,
+    objects: list[dict[str, Any]],
+    output: Output | OutputFormat,
+    single: bool,
+    namespaces: bool,
+    kind_prefix: bool = False,
 ) -> None:
-    """Print ``objects`` of ``kind``; ``single`` prints the object itself, not a List."""
-    if output in (Output.table, Output.wide):
+    """Print ``objects`` of ``kind``; ``single`` prints the object itself, not a List;
+    ``kind_prefix`` names table rows ``kind/name`` (as ``get all`` does)."""
+    fmt = output if isinstance(output, OutputFormat) else OutputFormat(output)
+    if fmt.tabular:
         if not objects:
             console.print("No resources found.", markup=False)
             return
-        Table(kind, output == Output.wide, namespaces).print(objects)
+        if kind_prefix:
+            objects = [_prefixed(kind, o) for o in objects]
+        Table(kind, fmt.output == Output.wide, namespaces).print(objects)
         return
-    if output == Output.name:
+    if fmt.output == Output.name:
         for obj in objects:
             console.print(f"{kind.lower()}/{obj['metadata']['name']}", markup=False)
         return
     value: Any = objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": objects}
-    print_value(value, output)
+    if fmt.template is not None:
+        print_raw(fmt.template.render(value))
+        return
+    print_value(value, fmt.output)
+
+
+def _prefixed(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {**obj["metadata"], "name": f"{kind.lower()}/{obj['metadata']['name']}"}
+    return {**obj, "metadata": meta}
+
+
+def print_raw(text: str) -> None:
+    """Text exactly as given (tabs and all, no newline added): a template's output is for scripts."""
+    console.file.write(text)
+    console.file.flush()
 
 
 def print_value(value: Any, output: Output) -> None:

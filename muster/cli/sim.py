@@ -42,7 +42,11 @@ class Output(StrEnum):
 # options every sim command has
 JOBS = typer.Option(1, min=1, help="Worker processes (one run each at a time).")
 OUT = typer.Option(Path("sim-results"), help="Directory for the CSV, PNG and Markdown reports.")
-TRACE_DIR = typer.Option(None, help="Traces root (default MUSTER_TRACES_DIR or ../shared/traces).")
+TRACE_DIR = typer.Option(
+    None,
+    help="Traces root (default: MUSTER_TRACES_DIR, then ../shared/traces, then the repository's "
+    "traces/ folder; docs/simulator.md).",
+)
 OUTPUT = typer.Option(Output.table, "-o", "--output", help="table (default) or json.")
 
 
@@ -95,7 +99,7 @@ def openb_cmd(
     trace_dir: Path | None = TRACE_DIR,
     output: Output = OUTPUT,
 ) -> None:
-    """FGD fill-up experiment (reference/perf.md §2.1): allocation and fragmentation as pods arrive.
+    """FGD fill-up experiment (docs/simulator.md): allocation and fragmentation as pods arrive.
 
     Pods are shuffled per seed, inflated to --ratio x GPU capacity by sampling with
     replacement, and placed one at a time by the scheduler core; failed pods are dropped.

@@ -14,9 +14,18 @@ from typing import Annotated, Any
 
 import typer
 
-from muster.api.conditions import latest_condition
+from muster.api.lifecycle import JobPhase, job_phase
 from muster.cli.app import app, console
-from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, fail, handle_errors, resolve_target
+from muster.cli.common import (
+    BadInput,
+    NamespaceOpt,
+    ServerOpt,
+    TokenOpt,
+    connect,
+    fail,
+    handle_errors,
+    resolve_target,
+)
 from muster.sdk.client import Client
 from muster.sdk.errors import ObjectConflict
 
@@ -55,9 +64,12 @@ resume = app.command("resume")(
 
 
 def set_suspend(client: Client, name: str, namespace: str, value: bool) -> tuple[dict[str, Any], bool]:
-    """Set ``spec.runPolicy.suspend`` of TrainingJob ``name``; ``(the job, whether it changed)``."""
+    """Set ``spec.runPolicy.suspend`` of TrainingJob ``name``; ``(the job, whether it changed)``.
+    A finished job is refused (:class:`BadInput`): nothing of it runs, so the flag would change
+    nothing and a wait for the new state would never end."""
     for _ in range(_RETRIES):
         job = client.get("TrainingJob", name, namespace)
+        _refuse_finished(job, "suspended" if value else "resumed")
         policy = job["spec"].setdefault("runPolicy", {})
         if bool(policy.get("suspend")) == value:
             return job, False
@@ -110,5 +122,17 @@ def _wait(client: Client, name: str, namespace: str, suspended: bool, timeout: f
 
 
 def _state(job: dict[str, Any]) -> str:
-    cond = latest_condition(job)
-    return str(cond["type"]) if cond else "Created"
+    phase = job_phase(job)
+    return phase.value if phase else "Created"
+
+
+def _refuse_finished(job: dict[str, Any], verb: str) -> None:
+    phase = job_phase(job)
+    if phase in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+        name = job["metadata"]["name"]
+        raise BadInput(
+            [
+                f"error: trainingjob/{name} has {phase.value}; a finished job cannot be {verb} "
+                f"(delete it and apply it again to run it anew)"
+            ]
+        )

@@ -152,6 +152,8 @@ def up(
     manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout, cluster)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
+    if manager is not None and manager.runtime == "local":
+        _check_home(s.home)
     gateway = None
     if manager is not None and gateway_port:
         gateway = GatewayConfig(host=gateway_host or host, port=gateway_port)
@@ -177,7 +179,7 @@ def up(
         serving = f"\n  gateway: {where} (the OpenAI API of InferenceServices)"
     err_console.print(
         f"Muster {__version__} at {url}\n  store: {_redacted(s.store_url)}\n"
-        f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)\n"
+        f"  token: {s.credentials_path} (`muster token show` prints it)\n"
         f"  dashboard: {url}/ (sign in with the token){serving}",
         markup=False,
     )
@@ -342,6 +344,15 @@ def _check_port(host: str, port: int) -> None:
                 f"cannot listen on {host}:{port}: {exc.strerror}; is another `muster up` running? "
                 "Choose another port with --port",
             )
+
+
+def _check_home(home: Path) -> None:
+    from muster.runtime.local.runtime import HomeInUse, check_home_free
+
+    try:
+        check_home_free(home)
+    except HomeInUse as exc:
+        fail(str(exc))
 
 
 def _write_server_file(s: Settings, url: str) -> None:

@@ -8,6 +8,7 @@ asks and renders.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -36,30 +37,41 @@ _STYLES = {
 }
 
 
+class WhyOutput(StrEnum):
+    """What ``why`` prints: an explanation has no rows to widen or names to list."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
 @app.command()
 def why(
     target: Annotated[
         str,
         typer.Argument(
-            help="job/NAME, trainingjob/NAME, workload/NAME, pod/NAME or inferenceservice/NAME (isvc/NAME)."
+            help="job/NAME, trainingjob/NAME, workflow/NAME, workload/NAME, pod/NAME or "
+            "inferenceservice/NAME (isvc/NAME)."
         ),
     ],
     namespace: NamespaceOpt = "default",
     output: Annotated[
-        Output, typer.Option("--output", "-o", help="table (text), json or yaml.")
-    ] = Output.table,
+        WhyOutput, typer.Option("--output", "-o", help="table (text), json or yaml.")
+    ] = WhyOutput.table,
     tail: Annotated[int, typer.Option("--tail", min=0, help="Log lines of a failed replica to show.")] = 20,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Explain why a job waits, failed, was preempted, or where it runs; or why a served model
-    has the replicas it has."""
+    """Explain why a job (or a workflow) waits, failed, was preempted, or where it runs; or why
+    a served model has the replicas it has."""
     with handle_errors():
-        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod", "InferenceService"))
+        kind, name = resolve_target(
+            target, ("TrainingJob", "Workflow", "Workload", "Pod", "InferenceService")
+        )
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
-        if output in (Output.json, Output.yaml):
-            print_value(explanation, output)
+        if output is not WhyOutput.table:
+            print_value(explanation, Output(output.value))
         else:
             render(explanation)
 
@@ -129,6 +141,22 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if ex.get("fragmentation") is not None:
         _heading("Free GPUs")
         _item(ex["fragmentation"]["message"])
+    if ex.get("tasks"):
+        _heading("Tasks")
+        print_rows(
+            ["TASK", "PHASE", "REASON", "ATTEMPTS", "DETAIL"],
+            [
+                [
+                    t["name"],
+                    t["phase"],
+                    t.get("reason") or "",
+                    str(t.get("attempts") or "-"),
+                    t.get("detail") or "",
+                ]
+                for t in ex["tasks"]
+            ],
+            indent="  ",
+        )
     if ex.get("pods"):
         _heading("Pods")
         print_rows(

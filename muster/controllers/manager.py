@@ -64,6 +64,7 @@ from muster.runtime.base import (
     PodRuntimeError,
     PodStatusChange,
     Runtime,
+    SupportsCleanup,
     SupportsFaultInjection,
     SupportsLeadership,
     SupportsNativePods,
@@ -238,13 +239,18 @@ class Manager:
                 log.exception("manager pass failed; retrying")
                 self._stop.wait(1.0)
             wait = self._wait_time()
-            if self.executor.active:
+            if self.executor.active or self._runtime_cleaning_up():
                 changes = self.runtime.poll(min(wait, _BUSY_POLL))
                 if not changes:
                     self.ctx.cache.wait(0)
             else:
                 changes = []
                 self.ctx.cache.wait(wait)
+
+    def _runtime_cleaning_up(self) -> bool:
+        """The runtime has work left after its last pod (e.g. a Ray gang's placement group to
+        remove): it is done in poll(), so polling goes on until it is finished."""
+        return isinstance(self.runtime, SupportsCleanup) and self.runtime.cleaning_up()
 
     def _take_over(self) -> None:
         """Now leading: adopt what the runtime holds, with an executor that knows just that."""

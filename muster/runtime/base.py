@@ -294,8 +294,9 @@ class PodLaunch:
     the grace a stop uses when the caller gives none. ``node`` is ``spec.nodeName`` (a
     runtime with several nodes starts the pod there). ``spec`` and ``annotations`` are the
     Pod's wire ``spec`` and ``metadata.annotations`` as stored, for a runtime that
-    materialises the whole pod itself (:class:`SupportsNativePods`); the other fields are
-    what a process runtime needs, already resolved.
+    materialises the whole pod itself (:class:`SupportsNativePods`); ``owner`` is its
+    controller (``{kind, name, uid}`` of its ownerReference; empty for a pod nothing owns), for
+    the logs; the other fields are what a process runtime needs, already resolved.
     """
 
     ref: PodRef
@@ -306,6 +307,12 @@ class PodLaunch:
     node: str = ""
     spec: Mapping[str, Any] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    owner: Mapping[str, str] = field(default_factory=dict)
+
+    def log_owner(self) -> dict[str, str]:
+        """Whom this incarnation's logs are written for: :attr:`owner` (the pod's controller,
+        ``{kind, name, uid}``), else the pod itself."""
+        return dict(self.owner) or {"kind": "Pod", "name": self.ref.name, "uid": self.ref.uid}
 
 
 @dataclass(frozen=True)
@@ -586,6 +593,16 @@ class SupportsRetention(ABC):
         """Remove the remains of released pods whose uid is not in ``existing`` (returns at once)."""
 
 
+class SupportsCleanup(ABC):
+    """A runtime with work left after its last pod is released (a Ray gang's placement group
+    is removed only once its actors' clean-up ran), which it does in :meth:`Runtime.poll`."""
+
+    @abstractmethod
+    def cleaning_up(self) -> bool:
+        """Whether :meth:`Runtime.poll` still has clean-up to finish: whoever drives the
+        runtime keeps polling while this is True, even when no pod is left to report on."""
+
+
 class SupportsLogs(ABC):
     """A runtime that keeps each container's output and can stream it."""
 
@@ -610,6 +627,15 @@ class SupportsLogs(ABC):
         incarnation's output instead (never followed). Raises :class:`PodNotFound` at the
         call, before anything is yielded, when there is no such log, naming what exists.
         """
+
+    def log_owner(
+        self, pod: PodRef, container: str | None = None, *, previous: bool = False
+    ) -> dict[str, str] | None:
+        """Whom the log :meth:`logs` would read was written for (``{kind, name, uid}``: the
+        pod's controller, e.g. its TrainingJob, or the pod itself), or None when unknown or
+        there is no such log. A reader compares it with the objects that exist now, so the
+        log of a deleted job is not served as that of a new job reusing its pod names."""
+        return None
 
 
 class SupportsReadoption(ABC):

@@ -16,7 +16,13 @@ the ones before it:
    (Kueue's pod set reducer; failing that, preemption for the minimum counts);
    before all of these, the counts must fit the namespace's quotas (ResourceQuota,
    :mod:`.namespaces`): no preemption makes room there;
-5. otherwise it stays pending with a reason.
+5. otherwise it stays pending with a reason. A workload whose quota needs preemption but
+   finds no candidate, in a queue that cannot always reclaim (``reclaimWithinCohort`` is
+   not Any), reserves its queue's unused nominal quota (up to the borrowing limit when it
+   would borrow) as Kueue does (``reserveCapacityForUnreclaimablePreempt``): other queues
+   of the cohort may not borrow it in the same round, or the queue might never get it
+   back. The reservation lasts for the round; under StrictFIFO the head stays the head,
+   so it lasts for the rest of the cycle.
 
 Under StrictFIFO a head that is not admitted blocks the rest of its queue
 (StrictFIFOBlocked); under BestEffortFIFO the next workload becomes the head. Admissions
@@ -42,7 +48,7 @@ from muster.scheduler.ordering import classical_head_key, fair_head_key, queue_k
 from muster.scheduler.placement.gang import GangItem, GangPlacement, PlacementFailure
 from muster.scheduler.policy import Policy
 from muster.scheduler.preemption import PreemptionCtx, Target, find_targets
-from muster.scheduler.quota import QuotaNode
+from muster.scheduler.quota import FR, QuotaNode
 from muster.scheduler.snapshot import PendingWorkload, Snapshot
 
 __all__ = ["schedule"]
@@ -66,6 +72,7 @@ class _Outcome:
     targets: list[Target] = field(default_factory=list)
     evals: list[Assignment] = field(default_factory=list)
     failures: list[tuple[Assignment, PlacementFailure]] = field(default_factory=list)
+    candidates: bool = False  # some preemption attempt found victims (its placement then failed)
     namespace_block: tuple[str, dict] | None = None  # a ResourceQuota of the namespace is full
 
 
@@ -78,6 +85,14 @@ class _Admitter:
         self._fail_cache: dict[tuple, tuple[tuple, Pending]] = {}
         self._epoch = 0  # bumps whenever capacity or candidates may have been freed
         self._root_epoch: dict[int, int] = {}
+        # Pending workloads that reserve quota (see the module docstring): by signature, the
+        # assignment a workload of that shape reserves for; and this round's reservations.
+        self._reserving: dict[tuple, Assignment] = {}
+        self._reserved: list[tuple[QuotaNode, dict[FR, int]]] = []
+        # What is reserved in each cohort tree now: part of the key of a cached failure, so
+        # one cached under a reservation is not trusted once it is lifted, and is again when
+        # the same reservation is made in a later round (as it is, head after head).
+        self._reserved_key: dict[int, tuple] = {}
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -112,6 +127,7 @@ class _Admitter:
                 if not admitted and c.tree.queues[q].cq.queueing_strategy == "StrictFIFO":  # type: ignore[union-attr]
                     self._block(q, w, lst[pos[q] :])
                     pos[q] = len(lst)
+            self._end_round()
             active = [q for q in active if pos[q] < len(queues[q])]
 
     def _block(self, q: str, head: PendingWorkload, rest: list[PendingWorkload]) -> None:
@@ -164,6 +180,9 @@ class _Admitter:
         cached = self._cached_failure(w, node)
         if cached is not None:
             self.d.pending.append(Pending(w, cached.reason, cached.message, cached.details))
+            reserving = self._reserving.get(self._sig(w, node))
+            if reserving is not None:
+                self._reserve(node, reserving)
             return False
         counts = [ps.count for ps in w.pod_sets]
         out = self._attempt(w, node, plan, counts, w.can_preempt)
@@ -177,7 +196,14 @@ class _Admitter:
             return False
         pending = self._fail_reason(w, node, plan, out)
         self.d.pending.append(pending)
-        self._fail_cache[self._sig(w, node)] = (self._epochs(node), pending)
+        sig = self._sig(w, node)
+        self._fail_cache[sig] = (self._epochs(node), pending)
+        reserving = self._unreclaimable(node, out)
+        if reserving is None:
+            self._reserving.pop(sig, None)
+        else:
+            self._reserving[sig] = reserving
+            self._reserve(node, reserving)
         return False
 
     def _attempt(
@@ -199,6 +225,7 @@ class _Admitter:
                 break
         failures: list[tuple[Assignment, PlacementFailure]] = []
         failed: set[int] = set()
+        candidates = False
         for a in fits + deferred:
             placed = self._place(w, plan, a, explain=False)
             if isinstance(placed, GangPlacement):
@@ -218,7 +245,8 @@ class _Admitter:
                     return _Outcome("preempt", a, placed, targets, evals)
                 for t in reversed(targets):  # could not reproduce the trial placement
                     c.restore(t.info)
-        return _Outcome("fail", evals=evals, failures=failures)
+                candidates = True
+        return _Outcome("fail", evals=evals, failures=failures, candidates=candidates)
 
     def _place(
         self, w: PendingWorkload, plan: FlavorPlan, a: Assignment, explain: bool = True
@@ -340,6 +368,60 @@ class _Admitter:
             if a.counts[i]
         ]
 
+    # -- capacity reservation -------------------------------------------------------------
+
+    def _unreclaimable(self, node: QuotaNode, out: _Outcome) -> Assignment | None:
+        """The assignment whose quota ``node`` reserves after this failure, or None: only when
+        quota (not placement) needed preemption, no candidate was found, and the queue
+        cannot always reclaim what others borrow (Kueue's CanAlwaysReclaim). A queue
+        outside a cohort lends to no one and reserves nothing."""
+        cq = node.cq
+        if node.parent is None or cq is None or cq.preemption.reclaim_within_cohort == "Any":
+            return None
+        if out.failures or out.candidates or any(a.mode == Mode.FIT for a in out.evals):
+            return None
+        return next((a for a in out.evals if a.mode == Mode.PREEMPT), None)
+
+    def _reserve(self, node: QuotaNode, a: Assignment) -> None:
+        """Charge ``node`` with what Kueue's quotaResourcesToReserve gives: its unused nominal
+        quota up to the request, or (when the assignment would borrow) the request up to
+        nominal plus borrowing limit."""
+        amounts: dict[FR, int] = {}
+        for fr, val in a.usage.items():
+            used, nominal = node.usage.get(fr, 0), node.nominal.get(fr, 0)
+            if a.borrow:
+                limit = node.borrowing_limit.get(fr)
+                amount = val if limit is None else min(val, nominal + limit - used)
+            else:
+                amount = min(val, nominal - used)
+            if amount > 0:
+                amounts[fr] = amount
+        if amounts:
+            self.c.tree.add_usages(node, amounts)
+            self._reserved.append((node, amounts))
+            self._rekey(node)
+
+    def _end_round(self) -> None:
+        """Lift the round's reservations, but a StrictFIFO queue's: its head stays the head."""
+        if not self._reserved:
+            return
+        kept, lifted = [], []
+        for node, amounts in self._reserved:
+            if node.cq is not None and node.cq.queueing_strategy == "StrictFIFO":
+                kept.append((node, amounts))
+            else:
+                self.c.tree.add_usages(node, amounts, sign=-1)
+                lifted.append(node)
+        self._reserved = kept
+        for node in lifted:
+            self._rekey(node)
+
+    def _rekey(self, node: QuotaNode) -> None:
+        root = node.root()
+        self._reserved_key[id(root)] = tuple(
+            (n.name, tuple(sorted(a.items()))) for n, a in self._reserved if n.root() is root
+        )
+
     # -- reasons --------------------------------------------------------------------------
 
     def _fail_reason(self, w: PendingWorkload, node: QuotaNode, plan: FlavorPlan, out: _Outcome) -> Pending:
@@ -418,8 +500,9 @@ class _Admitter:
         sig = self._sigs[id(w)] = (node.name, w.priority, w.can_preempt, ts, shape, ns)
         return sig
 
-    def _epochs(self, node: QuotaNode) -> tuple[int, int]:
-        return (self._epoch, self._root_epoch.get(id(node.root()), 0))
+    def _epochs(self, node: QuotaNode) -> tuple:
+        root = id(node.root())
+        return (self._epoch, self._root_epoch.get(root, 0), self._reserved_key.get(root, ()))
 
     def _bump(self, node: QuotaNode) -> None:
         # an admission into a cohort may make a queue borrow, which creates reclaim candidates

@@ -19,14 +19,15 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import SplitResult, urlsplit
 
 from muster.api.kinds import API_VERSION, Kind, lookup
-from muster.home import CREDENTIALS, home_dir, read_credentials, read_server_file
+from muster.home import CREDENTIALS, SERVER_FILE, home_dir, read_credentials, read_server_file
 from muster.sdk.contexts import current_context
-from muster.sdk.errors import ApiUnavailable, error_from_response
+from muster.sdk.errors import ApiUnavailable, InvalidServerUrl, error_from_response
 from muster.sdk.http import Http, Response, Stream, TransportError
 
-__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover"]
+__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover", "server_url"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 _PREFIX = f"/apis/{API_VERSION}"
@@ -43,22 +44,49 @@ def discover(
     # call discovers, and the settings machinery costs more than the rest of a short call.
     where = home_dir(home)
     context = current_context(where)
-    url = server or os.environ.get("MUSTER_SERVER") or (context.server if context else None)
+    url, source = server or os.environ.get("MUSTER_SERVER"), "--server" if server else "MUSTER_SERVER"
+    if not url and context:
+        url, source = context.server, "the current context"
     if not url:
         written = read_server_file(where)
-        url = written.get("url") if written else None
+        url, source = (written.get("url") if written else None), str(where / SERVER_FILE)
     tok = token or os.environ.get("MUSTER_TOKEN") or (context.token if context else None)
     if not tok:
         creds = read_credentials(where / CREDENTIALS)
         tok = creds["token"] if creds else None
-    return (url or DEFAULT_SERVER).rstrip("/"), tok
+    return server_url(url or DEFAULT_SERVER, source), tok
+
+
+def server_url(text: str, source: str = "the server address") -> str:
+    """``text`` as a base URL: ``HOST:PORT`` (how people often write it) is taken as
+    ``http://HOST:PORT``; any scheme but http and https raises :class:`InvalidServerUrl`
+    naming ``source``."""
+    url = text.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    parts = _split(url)
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidServerUrl(
+            f"{source} {text!r} is not a server address; write http://HOST:PORT "
+            f"(e.g. {DEFAULT_SERVER}) or HOST:PORT"
+        )
+    return url
+
+
+def _split(url: str) -> SplitResult | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError:
+        return None
+    return parts
 
 
 class Client:
     """A connection to one server. Thread-safe for requests; close it (or use ``with``)."""
 
     def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
-        self.server = server.rstrip("/")
+        self.server = server_url(server, "server")
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -203,6 +231,12 @@ class Client:
         did not fail is refused (:class:`ObjectConflict`)."""
         path = f"{_PREFIX}/namespaces/{namespace or 'default'}/workflows/{name}/retry"
         return self._request("POST", path)["tasks"]
+
+    def resubmit_workflow(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Run a workflow again from the start as a new Workflow (``muster resubmit``, Argo's
+        resubmit); the new object, named ``<name>-<5 letters or digits>``."""
+        path = f"{_PREFIX}/namespaces/{namespace or 'default'}/workflows/{name}/resubmit"
+        return self._request("POST", path)
 
     # -- identities and access ------------------------------------------------------------
 

@@ -19,6 +19,7 @@ __all__ = [
     "BadRequest",
     "Forbidden",
     "Invalid",
+    "InvalidServerUrl",
     "ObjectAlreadyExists",
     "ObjectConflict",
     "RequestTooLarge",
@@ -57,6 +58,11 @@ class ApiUnavailable(ApiError):
 
 class BadRequest(ApiError):
     pass
+
+
+class InvalidServerUrl(ValueError):
+    """A server address that is not ``http(s)://HOST:PORT``; the message names where it came
+    from (``--server``, ``MUSTER_SERVER`` or ``server.json``) and the form expected."""
 
 
 class Unauthorized(ApiError):

@@ -9,7 +9,11 @@ server reads the local runtime's files directly with
 same way.
 
 Logs outlive their Pod objects (a preempted pod is deleted once stopped, and
-``--previous`` is most useful then), so a log is served whether or not the Pod exists.
+``--previous`` is most useful then), so a log is served whether or not the Pod exists, but
+not once another object holds the name of the one it was written for
+(``SupportsLogs.log_owner``: the pod's TrainingJob or Workflow, compared by uid): a job
+deleted and applied again reuses its pod names, and the new job must not show the old
+one's output as its own or as ``--previous``.
 """
 
 from __future__ import annotations
@@ -66,11 +70,31 @@ def open_log(source: SupportsLogs, store: Store, req: LogRequest, cancel: thread
     """The lines to send. Errors are raised here, before the response starts: 404 when there
     is no such log, 400 when the pod exists but has not started (nothing to show yet)."""
     try:
+        _check_owner(source, store, req)
         if req.tail_lines is None:
             return _lines(source, req, req.follow, cancel)
         return _tail(source, req, req.tail_lines, cancel)
     except PodNotFound as exc:
         raise _no_log(store, req, exc) from None
+
+
+def _check_owner(source: SupportsLogs, store: Store, req: LogRequest) -> None:
+    """PodNotFound when the log was written for an object that was deleted and whose name
+    another object of its kind holds now (a job applied again reuses its pods' names)."""
+    owner = source.log_owner(req.ref, req.container, previous=req.previous)
+    if not owner or not owner.get("uid") or not owner.get("kind"):
+        return  # unknown (a log from before owners were recorded, or a runtime that keeps none)
+    try:
+        current = store.get(owner["kind"], owner["name"], req.ref.namespace)
+    except (NotFound, KeyError, ValueError):
+        return  # its owner is gone and nothing took the name: the log is still only its own
+    if current["metadata"].get("uid") == owner["uid"]:
+        return
+    which = "previous log" if req.previous else "log"
+    raise PodNotFound(
+        f"pod {req.ref} has no {which} of its own: the one kept belongs to "
+        f"{owner['kind'].lower()}/{owner['name']} (uid {owner['uid']}), deleted since"
+    )
 
 
 def _lines(source: SupportsLogs, req: LogRequest, follow: bool, cancel: threading.Event) -> Iterator[str]:

@@ -15,6 +15,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from muster.sim.traces import open_text
+
 __all__ = ["MEASURES", "POLICY_NAMES", "Expected", "load_expected"]
 
 FOLDER = "alibaba-gpu-v2023/fgd_expected_results"
@@ -52,11 +54,11 @@ def load_expected(trace_root: Path, workload: str, ratio: float = 1.3) -> Expect
     medians: dict[str, dict[str, dict[int, float]]] = {}
     seeds: dict[str, list[int]] = {}
     for measure, name in MEASURES.items():
-        path = folder / name
-        if not path.is_file():
+        path = next((p for p in (folder / name, folder / f"{name}.gz") if p.is_file()), None)
+        if path is None:
             continue
         cells: dict[str, dict[int, list[float]]] = {}
-        with open(path, newline="") as f:
+        with open_text(path) as f:
             for row in csv.DictReader(f):
                 policy = POLICY_NAMES.get(row.get("sc_policy", ""))
                 if row.get("workload") != workload or policy is None or not _same(row.get("tune"), ratio):

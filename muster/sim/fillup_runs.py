@@ -37,12 +37,12 @@ class OpenbSetup:
     @property
     def workload_name(self) -> str:
         """The pod list's name without folder and ``.csv`` (how expected results key it)."""
-        return Path(self.pods).name.removesuffix(".csv")
+        return Path(self.pods).name.removesuffix(".gz").removesuffix(".csv")
 
     @property
     def default_cluster(self) -> bool:
         """True on the 1213 GPU nodes the published results used."""
-        return Path(self.nodes).name.removesuffix(".csv") == openb.DEFAULT_NODES
+        return Path(self.nodes).name.removesuffix(".gz").removesuffix(".csv") == openb.DEFAULT_NODES
 
 
 @dataclass(slots=True)

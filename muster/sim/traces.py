@@ -1,9 +1,12 @@
 """Where the traces are, and reading their CSV files with errors that name file, row and column.
 
-The trace directory is, in order: the ``--trace-dir`` option, ``MUSTER_TRACES_DIR``, or
-``../shared/traces`` next to the repository root. Each trace keeps its own folder inside it
-(``alibaba-gpu-v2023/csv/``, ``philly/``). A loader asks :func:`read_csv` for the columns it
-needs and converts them with :func:`column`; every bad value becomes a
+The trace directory is, in order: the ``--trace-dir`` option, ``MUSTER_TRACES_DIR``,
+``../shared/traces`` next to the repository root when it exists (the full releases), else
+the repository's own ``traces/`` folder, which holds gzipped copies of the files the README's
+commands read (traces/README.md gives their origin and licence). Each trace keeps its own
+folder inside it (``alibaba-gpu-v2023/csv/``, ``philly/``); a file may be stored as
+``NAME.csv`` or ``NAME.csv.gz``. A loader asks :func:`read_csv` for the columns it needs and
+converts them with :func:`column`; every bad value becomes a
 :class:`~muster.api.errors.FieldError` whose path is ``file:line column`` (lines count the
 header as line 1, as an editor does), and nothing is returned from a bad file.
 """
@@ -11,16 +14,31 @@ header as line 1, as an editor does), and nothing is returned from a bad file.
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from muster.api.errors import FieldError, InvalidObject
 
-__all__ = ["REPO_ROOT", "CsvTable", "TraceNotFound", "column", "read_csv", "resolve", "trace_dir"]
+__all__ = [
+    "BUNDLED_TRACES",
+    "REPO_ROOT",
+    "SHARED_TRACES",
+    "CsvTable",
+    "TraceNotFound",
+    "column",
+    "open_text",
+    "read_csv",
+    "resolve",
+    "trace_dir",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"
+BUNDLED_TRACES = REPO_ROOT / "traces"
 T = TypeVar("T")
 _MAX_ERRORS = 20  # a broken file reports this many problems, not one per row
 
@@ -31,21 +49,23 @@ class TraceNotFound(FileNotFoundError):
 
 
 def trace_dir(override: str | Path | None = None) -> Path:
-    """The traces root: ``override``, else ``MUSTER_TRACES_DIR``, else ``../shared/traces``."""
+    """The traces root: ``override``, else ``MUSTER_TRACES_DIR``, else ``../shared/traces``
+    when it exists, else the repository's bundled ``traces/``."""
     if override:
         root = Path(override)
         how = "--trace-dir"
     elif os.environ.get("MUSTER_TRACES_DIR"):
         root = Path(os.environ["MUSTER_TRACES_DIR"])
         how = "MUSTER_TRACES_DIR"
+    elif SHARED_TRACES.is_dir():
+        root, how = SHARED_TRACES, "../shared/traces"
     else:
-        root = REPO_ROOT.parent / "shared" / "traces"
-        how = "the default ../shared/traces"
+        root, how = BUNDLED_TRACES, "the repository's traces/ folder"
     if not root.is_dir():
         raise TraceNotFound(
             f"trace directory {root} (from {how}) does not exist; "
             "pass --trace-dir DIR or set MUSTER_TRACES_DIR to the folder holding philly/ "
-            "and alibaba-gpu-v2023/"
+            "and alibaba-gpu-v2023/ (docs/simulator.md says where the traces come from)"
         )
     return root
 
@@ -54,14 +74,22 @@ def resolve(root: Path, folder: str, name: str, suffix: str = ".csv") -> Path:
     """A trace file given as a path or as a bare name inside ``root/folder`` (``.csv`` optional)."""
     given = Path(name)
     candidates = [given] if given.is_absolute() or given.parent != Path(".") else []
-    stem = name if name.endswith(suffix) else name + suffix
+    stem = name if name.endswith((suffix, suffix + ".gz")) else name + suffix
     candidates += [root / folder / stem, Path(stem)]
     for path in candidates:
-        if path.is_file():
-            return path
+        for found in (path, path.with_name(path.name + ".gz")):
+            if found.is_file():
+                return found
     raise TraceNotFound(
         f"{name}: no such trace file (looked in {root / folder}); give a path or a file name there"
     )
+
+
+def open_text(path: Path) -> IO[str]:
+    """``path`` opened as text for the csv module, decompressing a ``.gz`` file."""
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path), newline="")
+    return open(path, newline="")
 
 
 class CsvTable:
@@ -84,7 +112,7 @@ class CsvTable:
 def read_csv(path: Path, required: Sequence[str]) -> CsvTable:
     """Read ``path``; every name in ``required`` must be a column and every row as wide as
     the header. Raises :class:`InvalidObject` listing what is wrong."""
-    with open(path, newline="") as f:
+    with open_text(path) as f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         rows = [row for row in reader if row]  # a blank line (often the last) is no row

@@ -13,11 +13,12 @@ import random
 import time
 from typing import Literal
 
-from muster.api.base import API_VERSION, now_iso
+from muster.api.base import API_VERSION, controller_ref, now_iso
 from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store
 
 __all__ = [
     "EVENT_NAMESPACE_FOR_CLUSTER_KINDS",
+    "about_owned_by",
     "event_name",
     "event_namespace",
     "events_for",
@@ -108,6 +109,20 @@ def refers_to(event: Obj, obj: Obj) -> bool:
     return not ref.get("uid") or not meta.get("uid") or ref["uid"] == meta["uid"]
 
 
+def about_owned_by(event: Obj, owner: Obj) -> bool:
+    """Whether ``event`` is about an object that ``owner`` controls (its ``related`` reference
+    names ``owner``, same uid): a job's pods of every run, not those of an earlier job of the
+    same name."""
+    ref = event.get("related") or {}
+    meta = owner["metadata"]
+    return (
+        ref.get("kind") == owner["kind"]
+        and ref.get("name") == meta["name"]
+        and bool(ref.get("uid"))
+        and ref.get("uid") == meta.get("uid")
+    )
+
+
 def _new_event(
     involved: Obj,
     name: str,
@@ -128,7 +143,8 @@ def _new_event(
         ref["namespace"] = meta["namespace"]
     if meta.get("uid"):
         ref["uid"] = meta["uid"]
-    return {
+    related = _related(involved)
+    event: Obj = {
         "apiVersion": API_VERSION,
         "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
@@ -141,3 +157,19 @@ def _new_event(
         "lastTimestamp": now,
         "source": {"component": component},
     }
+    if related is not None:
+        event["related"] = related
+    return event
+
+
+def _related(involved: Obj) -> Obj | None:
+    """The reference to the controller of ``involved`` (None when nothing owns it)."""
+    if not involved["metadata"].get("ownerReferences"):
+        return None
+    owner = controller_ref(involved)
+    ref: Obj = {"apiVersion": API_VERSION, "kind": owner["kind"], "name": owner["name"]}
+    if involved["metadata"].get("namespace"):
+        ref["namespace"] = involved["metadata"]["namespace"]
+    if owner["uid"]:
+        ref["uid"] = owner["uid"]
+    return ref

@@ -70,3 +70,14 @@ def test_to_model_round_trip():
     wire = validate(obj("PriorityClass", value=10)).obj
     model = to_model(wire)
     assert model.to_dict() == wire
+
+
+def test_aliases_name_exactly_the_converted_kinds():
+    from muster.api.compat import foreign_kinds
+    from muster.api.kinds import CONVERTED as _CONVERTED
+
+    assert set(_CONVERTED) == set(foreign_kinds())
+    for (api_version, kind), target in _CONVERTED.items():
+        assert f"{api_version}/{kind}" in lookup(target).converted_from
+        # A v1 Pod converts into a TrainingJob, but `pods` names the native Pod.
+        assert lookup(kind).kind == (kind if kind in {k.kind for k in kinds()} else target)

@@ -38,6 +38,10 @@ def test_paths():
         (Column("A", "metadata.creationTimestamp", "age"), "3h"),
         (Column("X", "spec.nothing"), "<none>"),
         (Column("B", "spec.flag"), "false"),
+        (Column("C", "status.nothing", "sum"), "0"),
+        (Column("M", "status.memory", "bytes"), "23.5Gi"),
+        (Column("K", "status.small", "bytes"), "512"),
+        (Column("T", "status.exact", "bytes"), "2Ti"),
     ],
 )
 def test_formats(column: Column, expected: str):
@@ -54,6 +58,7 @@ def test_formats(column: Column, expected: str):
         },
         "involvedObject": {"kind": "TrainingJob", "name": "x"},
     }
+    obj["status"] |= {"memory": "24683656Ki", "small": "512", "exact": "2Ti"}
     assert row(obj, [column], NOW) == [expected]
 
 

@@ -104,6 +104,16 @@ class TestApply:
         assert result.exit_code == 2
         assert f"{f}[0] {message}" in result.stderr
 
+    def test_a_duplicate_key_applies_nothing(self, server, store: Store, tmp_path: Path):
+        good = yaml.safe_dump(training_job("first"), sort_keys=False)
+        bad = yaml.safe_dump(training_job("second"), sort_keys=False) + "kind: TrainingJob\n"
+        path = tmp_path / "dup.yaml"
+        path.write_text(f"{good}---\n{bad}")
+        result = muster("apply", "-f", str(path))
+        assert result.exit_code == 2 and result.stdout == ""
+        assert "[1] kind: duplicate key (lines" in result.stderr
+        assert store.list("TrainingJob").items == []
+
     def test_yaml_syntax_error(self, server, tmp_path: Path):
         f = tmp_path / "broken.yaml"
         f.write_text("kind: TrainingJob\nmetadata: {name: a\n")
@@ -184,7 +194,7 @@ class TestGetDescribeDelete:
         f = manifest(tmp_path, training_job("b"))
         assert muster("delete", "-f", f).stdout.strip() == "trainingjob/b deleted"
         missing = muster("delete", "tj", "a")
-        assert missing.exit_code == 1 and "not found" in missing.stdout
+        assert missing.exit_code == 1 and "not found" in missing.stderr and missing.stdout == ""
         assert muster("delete", "tj", "a", "--ignore-not-found").exit_code == 0
 
     @pytest.mark.parametrize(

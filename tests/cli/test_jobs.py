@@ -13,6 +13,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from muster.api.base import controller_ref
 from muster.cli.main import app
 from muster.cli.suspend import set_suspend
 from muster.runtime.base import Container, DeviceBinding
@@ -123,7 +124,7 @@ class TestLogs:
         code = "import time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(0.2)"
         refs = []
         for name in ("live-master-0", "live-worker-0"):
-            p = launch(name, Container("main", py(code)), uid=f"uid-{name}")
+            p = launch(name, Container("main", py(code)), uid=f"uid-{name}", owner=controller_ref(job))
             runtime.start(p, DeviceBinding())
             refs.append(p.ref)
 
@@ -241,6 +242,22 @@ class TestSuspendResume:
         assert "resumed" in muster("resume", "job/j").stdout
         assert home_store.get("TrainingJob", "j", "default")["spec"]["runPolicy"]["suspend"] is False
         assert muster("suspend", "pod/j").exit_code == 2
+
+    def test_a_finished_job_is_refused_with_exit_2(self, server, home_store):
+        put(
+            home_store,
+            ddp_job(
+                "done", conditions=[condition("Running"), condition("Succeeded", at="2030-01-01T00:00:00Z")]
+            ),
+        )
+        before = home_store.get("TrainingJob", "done", "default")["metadata"]["resourceVersion"]
+        for args in (("suspend", "job/done"), ("resume", "job/done"), ("suspend", "job/done", "--wait")):
+            result = muster(*args)
+            assert result.exit_code == 2, result.output
+            assert result.stdout == ""
+            assert "trainingjob/done has Succeeded" in result.stderr
+            assert "finished" in result.stderr
+        assert home_store.get("TrainingJob", "done", "default")["metadata"]["resourceVersion"] == before
 
     def test_wait_for_the_controller(self, server, home_store):
         put(home_store, ddp_job("w", conditions=[condition("Running")]))

@@ -67,3 +67,43 @@ def test_locate(tmp_path: Path):
     docs = load_documents([write(tmp_path / "a.yaml", "kind: A\n---\nkind: B\n")])
     assert locate(docs, 1).endswith("a.yaml[1]")
     assert locate(docs, 7) == "document 7"
+
+
+def test_a_duplicate_key_is_an_error_naming_its_path_and_lines(tmp_path: Path):
+    """kubectl rejects a mapping that names a key twice; keeping the last value silently would
+    run something other than what the file seems to say."""
+    text = (
+        "kind: A\n"
+        "---\n"
+        "kind: TrainingJob\n"
+        "metadata:\n"
+        "  name: x\n"
+        "spec:\n"
+        "  replicaSpecs:\n"
+        "    Worker:\n"
+        "      replicas: 2\n"
+        "      template:\n"
+        "        spec:\n"
+        "          containers:\n"
+        "          - name: a\n"
+        "            resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpu: 4}}\n"
+        "      replicas: 8\n"
+        "metadata: {}\n"
+    )
+    f = write(tmp_path / "job.yaml", text)
+    with pytest.raises(BadInput) as info:
+        load_documents([f])
+    assert info.value.lines == [  # in the order they are read
+        f"{f}[1] spec.replicaSpecs.Worker.template.spec.containers[0].resources.limits[nvidia.com/gpu]: "
+        "duplicate key (lines 14 and 14); a mapping may name each key once",
+        f"{f}[1] spec.replicaSpecs.Worker.replicas: duplicate key (lines 9 and 15); "
+        "a mapping may name each key once",
+        f"{f}[1] metadata: duplicate key (lines 4 and 16); a mapping may name each key once",
+    ]
+
+
+def test_a_duplicate_key_in_json_is_an_error_too(tmp_path: Path):
+    f = write(tmp_path / "x.json", '[{"kind": "A"}, {"kind": "B", "spec": {"a": 1, "a": 2}}]')
+    with pytest.raises(BadInput) as info:
+        load_documents([f])
+    assert info.value.lines == [f"{f}[1] spec.a: duplicate key; a mapping may name each key once"]

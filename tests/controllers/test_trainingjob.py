@@ -303,3 +303,19 @@ def test_queue_and_priority_from_kueue_labels(harness: Harness):
     h.settle(lambda: h.has("TrainingJob", "labelled", "Running") or len(h.rt.pods_by_uid) == 2)
     spec = h.get("Workload", "labelled")["spec"]
     assert (spec["queueName"], spec["priority"], spec["priorityClassName"]) == ("team", 5, "p5")
+
+
+def test_pods_run_for_their_job_and_their_events_name_it(harness: Harness):
+    """What outlives a pod (its log, its events) names the job it ran for, by uid: a job
+    applied again under the same name reuses the pod names, never this history."""
+    h = harness
+    h.apply(job("owned", workers=1, master=True))
+    run_gang(h, "owned")
+    uid = h.job("owned")["metadata"]["uid"]
+    owner = {"kind": "TrainingJob", "name": "owned", "uid": uid}
+    assert [p.launch.log_owner() for p in h.rt.pods_by_uid.values()] == [owner, owner]
+    h.rt.exit("default/owned-worker-0", 1)
+    h.settle(lambda: h.has("TrainingJob", "owned", "Restarting") or h.has("TrainingJob", "owned", "Failed"))
+    pod_events = [e for e in h.store.list("Event", "default").items if e["involvedObject"]["kind"] == "Pod"]
+    assert pod_events, "the failed pod's events"
+    assert all(e["related"] | owner == e["related"] for e in pod_events)

@@ -313,3 +313,116 @@ def _node_x(tab: Page, task: str) -> float:
 def _steps(text: str) -> int:
     found = re.findall(r"step (\d+) ", text)
     return int(found[-1]) if found else -1
+
+
+def test_the_jobs_table_fits_a_1440_pixel_screen(browser: Any, home_store: Store):
+    """Long reasons are cut (the whole message is the cell's title), not pushed past the card."""
+    home_store.create(c.gpu_node("node-a", gpus=2))
+    message = (
+        "cluster queue research has too little quota: 16 nvidia.com/gpu in flavor a100-80gb needed, "
+        "2 available (nominal 8, 6 in use by the queue); no running workload may be preempted for it "
+        "(withinClusterQueue LowerPriority, reclaimWithinCohort Any, borrowWithinCohort Never)"
+    )
+    for i in range(3):
+        job = c.ddp_job(
+            f"a-rather-long-training-job-name-{i}-for-the-table",
+            workers=7,
+            conditions=[c.condition("Queued", reason="QuotaExhausted", message=message)],
+        )
+        home_store.apply([job])
+    with serve(home_store) as server:
+        tab = Page(browser, server.url, server.token)
+        try:
+            tab.open("/jobs", "table.jobs a.job-link")
+            sizes = tab.page.evaluate(
+                "() => { const b = document.querySelector('table.jobs').closest('.card-body');"
+                " const d = document.documentElement;"
+                " return [b.scrollWidth, b.clientWidth, d.scrollWidth, window.innerWidth]; }"
+            )
+            body_scroll, body_width, page_scroll, page_width = sizes
+            assert body_scroll <= body_width, f"the jobs table overflows its card: {sizes}"
+            assert page_scroll <= page_width, f"the page scrolls sideways: {sizes}"
+            reason = tab.page.locator("table.jobs .reason").first
+            assert reason.get_attribute("title") == message
+            assert tab.errors == []
+        finally:
+            tab.close()
+
+
+def test_a_workflow_page_retries_resubmits_and_shows_parameters_results_and_a_timeline(
+    browser: Any, home_store: Store
+):
+    wf = _workflow("pipe")
+    wf["spec"]["arguments"] = {"parameters": [{"name": "epochs", "value": "3"}]}
+    wf = home_store.create(wf)
+    wf["status"] = {
+        "phase": "Failed",
+        "progress": "2/5",
+        "taskPhases": {"Succeeded": 2, "Failed": 1, "Omitted": 2},
+        "startedAt": "2025-01-01T00:00:00Z",
+        "finishedAt": "2025-01-01T00:01:40Z",
+        "message": "task train failed: exit code 1",
+        "nodes": {
+            "prep": {
+                "phase": "Succeeded",
+                "attempts": 1,
+                "startedAt": "2025-01-01T00:00:00Z",
+                "finishedAt": "2025-01-01T00:00:20Z",
+                "outputs": {"parameters": {"rows": "1200"}, "artifacts": {"data": "sha256:" + "ab" * 32}},
+            },
+            "train": {
+                "phase": "Failed",
+                "reason": "Error",
+                "message": "exit code 1",
+                "attempts": 1,
+                "startedAt": "2025-01-01T00:00:20Z",
+                "finishedAt": "2025-01-01T00:01:20Z",
+            },
+            "stats": {"phase": "Omitted", "reason": "FailFast"},
+            "report": {"phase": "Omitted", "reason": "UpstreamFailed"},
+            "notify": {
+                "phase": "Succeeded",
+                "attempts": 1,
+                "startedAt": "2025-01-01T00:01:20Z",
+                "finishedAt": "2025-01-01T00:01:40Z",
+            },
+        },
+    }
+    home_store.update_status(wf)
+    with serve(home_store) as server:
+        tab = Page(browser, server.url, server.token)
+        try:
+            page = tab.page
+            tab.open("/workflows/default/pipe", "svg.dag")
+            head = page.inner_text(".page-head")
+            assert "2/5 tasks ended well" in head and "1 failed" in head and "2 omitted" in head
+            params = page.locator(".card", has=page.locator("h2", has_text="Parameters"))
+            assert "epochs" in params.inner_text() and "3" in params.inner_text()
+            results = page.locator(".card", has=page.locator("h2", has_text="Results"))
+            assert "rows" in results.inner_text() and "1200" in results.inner_text()
+            assert "sha256:abab" in results.inner_text()
+            bars = {
+                b.get_attribute("data-task"): b.evaluate("e => e.getBoundingClientRect().width")
+                for b in page.query_selector_all(".timeline .timeline-bar")
+            }
+            assert set(bars) == {"prep", "train", "notify"} and bars["train"] > bars["prep"] > 0
+            timeline = page.inner_text(".timeline")
+            assert "not started" in timeline and "1m" in timeline
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-workflow.png"), full_page=True)
+
+            page.click("button:text-is('Retry')")
+            page.wait_for_selector(".notice:has-text('run again')")
+            stored = home_store.get("Workflow", "pipe", "default")
+            assert stored["metadata"]["annotations"]["muster.dev/retry"] == "1"
+
+            page.click("button:text-is('Resubmit')")
+            page.wait_for_url(re.compile(r"#/workflows/default/pipe-[a-z0-9]{5}$"))
+            new_name = page.url.rsplit("/", 1)[1]
+            copy = home_store.get("Workflow", new_name, "default")
+            assert copy["spec"] == stored["spec"]
+            assert copy["metadata"]["annotations"]["muster.dev/resubmitted-from"] == "pipe"
+            page.wait_for_selector("svg.dag .dag-node")
+            assert tab.errors == []
+        finally:
+            tab.close()

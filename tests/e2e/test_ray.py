@@ -143,6 +143,28 @@ def test_a_ddp_job_spans_both_nodes_where_its_admission_placed_it(
         assert logs.stdout == pod_log(up.home, "ddp-worker-0")
 
 
+def test_after_the_last_job_ends_no_gpu_stays_reserved_in_ray(muster_home: Path, ray_cluster):
+    """The manager polls the runtime while it has clean-up left, not only while pods run: the
+    last gang's placement group is removed once its job ended, so Ray's GPUs are free again
+    while Muster is idle."""
+    import ray
+
+    def muster_groups() -> list[str]:
+        table = ray.util.placement_group_table().values()
+        return [p["name"] for p in table if p["state"] == "CREATED" and p["name"].startswith("muster/")]
+
+    with ray_up(muster_home, ray_cluster) as (_, client):
+        free_before = ray.available_resources().get("GPU", 0)
+        client.apply([python_job("short", "print('done')", gpus=2)])
+        wait_condition(client, "TrainingJob", "short", "Succeeded", timeout=90)
+        wait_for(lambda: not muster_groups(), timeout=30, what="the last gang's placement group to go")
+        wait_for(
+            lambda: ray.available_resources().get("GPU", 0) == free_before,
+            timeout=30,
+            what="Ray's GPUs to be free again",
+        )
+
+
 def test_a_gang_that_cannot_fit_starts_nothing(muster_home: Path, ray_cluster):
     from ray.util.placement_group import placement_group, remove_placement_group
 

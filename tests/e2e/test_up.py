@@ -19,7 +19,7 @@ import yaml
 
 from muster.api import registry
 from muster.sdk.client import Client
-from muster.testing import wait_for
+from muster.testing import free_port, wait_for
 from muster.testing.factories import flavor, training_job
 from muster.testing.up import MusterUp, muster_command, run_cli
 
@@ -202,3 +202,16 @@ def test_bad_manager_options_fail_before_anything_starts(muster_home: Path):
     policy = cli(muster_home, "up", "--placement", "tightest")
     assert policy.returncode == 2 and "--placement 'tightest' is unknown" in policy.stderr
     assert not (muster_home / "server.json").exists()
+
+
+def test_a_second_up_on_a_home_in_use_says_so_in_one_line(muster_home: Path):
+    with MusterUp(muster_home, extra_args=["--fake-gpus", "1"]) as first:
+        second = cli(muster_home, "up", "--fake-gpus", "1", "--port", str(free_port()))
+        assert second.returncode == 1
+        assert second.stdout == ""
+        pid = first.proc.pid if first.proc else None
+        assert second.stderr == (
+            f"error: {muster_home} is in use by another Muster runtime (pid {pid}); "
+            "stop that server or use another MUSTER_HOME\n"
+        )
+        assert json.loads((muster_home / "server.json").read_text())["url"] == first.url  # untouched

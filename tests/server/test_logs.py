@@ -9,14 +9,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from muster.api.base import controller_ref
 from muster.runtime.base import Container, DeviceBinding
-from muster.runtime.local.logs import container_log
+from muster.runtime.local.logs import begin_log, container_log
 from muster.runtime.local.runtime import LocalRuntime
 from muster.sdk.errors import ApiError, ApiNotFound
 from muster.server.logs import use_log_source
 from muster.store import Store
 from muster.testing import wait_for
 from muster.testing.cluster import pod
+from muster.testing.factories import training_job
 from muster.testing.server import RunningServer, serve
 from tests.runtime.local.conftest import gated, launch, py, shutdown
 
@@ -56,6 +58,35 @@ class TestRead:
             assert list(client.logs("p", tail_lines=2)) == ["three\n", "unfinished"]
             assert list(client.logs("p", tail_lines=0)) == []
             assert list(client.logs("p", previous=True)) == ["old\n"]
+
+    def test_a_log_is_served_only_while_the_object_that_owned_it_exists(
+        self, server: RunningServer, store: Store, muster_home: Path
+    ):
+        """A job deleted and applied again under the same name: its pods have the same names,
+        but the logs of the deleted job's pods are not the new job's logs or --previous."""
+        first = store.create(training_job("mnist"))
+        pod_name = "mnist-master-0"
+        log = container_log(muster_home, "default", pod_name, "main")
+        for text in ("first run\n", "second run\n"):
+            begin_log(log, controller_ref(first))
+            log.write_text(text)
+        with server.client() as client:
+            assert list(client.logs(pod_name)) == ["second run\n"]
+            assert list(client.logs(pod_name, previous=True)) == ["first run\n"]
+            store.delete("TrainingJob", "mnist", "default")
+            again = store.create(training_job("mnist"))
+            with pytest.raises(ApiNotFound, match=r"belongs to trainingjob/mnist .*, deleted since"):
+                list(client.logs(pod_name))
+            with pytest.raises(ApiNotFound, match=r"belongs to trainingjob/mnist .*, deleted since"):
+                list(client.logs(pod_name, previous=True))
+            begin_log(log, controller_ref(again))
+            log.write_text("new job\n")
+            assert list(client.logs(pod_name)) == ["new job\n"]
+            with pytest.raises(ApiNotFound, match="no previous log"):
+                list(client.logs(pod_name, previous=True))
+            begin_log(log, controller_ref(again))
+            log.write_text("restarted\n")
+            assert list(client.logs(pod_name, previous=True)) == ["new job\n"]
 
     def test_containers_are_named_when_there_are_several(self, server: RunningServer, muster_home: Path):
         write_log(muster_home, "two", "a\n", container="a")

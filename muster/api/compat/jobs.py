@@ -1,7 +1,7 @@
 """Job kinds to TrainingJob: Kubeflow ``kubeflow.org/v1 PyTorchJob``, ``batch/v1 Job`` and a
 plain ``v1 Pod``.
 
-PyTorchJob (reference/workloads.md §1.1) maps field for field: ``pytorchReplicaSpecs`` ->
+PyTorchJob (Kubeflow Training Operator v1) maps field for field: ``pytorchReplicaSpecs`` ->
 ``replicaSpecs`` (replica types case-normalised, as the Training Operator does),
 ``nprocPerNode`` (string or number; the deprecated ``elasticPolicy.nProcPerNode`` when it is
 the only one), ``elasticPolicy``, ``runPolicy`` with ``schedulingPolicy``. The queue comes
@@ -49,6 +49,7 @@ from typing import Any
 
 from muster.api.compat.base import Conversion, Converter, mapping_at, native_copy
 from muster.api.errors import FieldError, InvalidObject, child_path
+from muster.api.quantity import Quantity, QuantityError
 
 __all__ = ["CONVERTERS", "convert_batch_job", "convert_pod", "convert_pytorchjob"]
 
@@ -67,6 +68,14 @@ def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
     paths: list[tuple[str, str]] = [("spec.replicaSpecs", "spec.pytorchReplicaSpecs")]
     if "pytorchReplicaSpecs" in spec:
         replicas = mapping_at(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
+        _check_whole_extended_resources(
+            doc,
+            [
+                (f"spec.pytorchReplicaSpecs.{k}.template", r.get("template"))
+                for k, r in replicas.items()
+                if isinstance(r, dict)
+            ],
+        )
         spec["replicaSpecs"] = {_replica_type(k): v for k, v in replicas.items()}
         paths += [
             (f"spec.replicaSpecs.{_replica_type(k)}", f"spec.pytorchReplicaSpecs.{k}") for k in replicas
@@ -102,6 +111,7 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     template = copy.deepcopy(job.pop("template", None))
     if template is None:
         raise InvalidObject([FieldError("spec.template", "required field is missing")])
+    _check_whole_extended_resources(doc, [("spec.template", template)])
     parallelism = job.pop("parallelism", 1)
     completions = job.pop("completions", None)
     if completions is not None and completions != parallelism:
@@ -138,10 +148,56 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     return conversion
 
 
+def _check_whole_extended_resources(doc: Mapping[str, Any], templates: list[tuple[str, Any]]) -> None:
+    """Kubernetes accepts only whole amounts of an extended resource (``nvidia.com/gpu: 1``,
+    never ``0.5``); a Kubernetes manifest asking for a fraction is a mistake there, and Muster
+    must not read it as its own GPU share (``500m`` in a muster.dev/v1 TrainingJob)."""
+    errors: list[FieldError] = []
+    what = f"{doc.get('apiVersion')} {doc.get('kind')}"
+    for path, template in templates:
+        pod = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(pod, dict):
+            continue
+        for list_name in ("initContainers", "containers"):
+            containers = pod.get(list_name)
+            for i, c in enumerate(containers if isinstance(containers, list) else []):
+                resources = c.get("resources") if isinstance(c, dict) else None
+                for part in ("limits", "requests"):
+                    amounts = resources.get(part) if isinstance(resources, dict) else None
+                    for name, amount in (amounts if isinstance(amounts, dict) else {}).items():
+                        if _extended(str(name)) and not _whole(amount):
+                            errors.append(
+                                FieldError(
+                                    child_path(path, "spec", list_name, i, "resources", part, str(name)),
+                                    f"must be a whole number in a {what} (Kubernetes refuses fractions "
+                                    "of an extended resource)",
+                                    amount,
+                                    "to share a GPU, apply a muster.dev/v1 TrainingJob asking for "
+                                    "nvidia.com/gpu: 500m (docs/trainingjob.md)",
+                                )
+                            )
+    if errors:
+        raise InvalidObject(errors)
+
+
+def _extended(resource: str) -> bool:
+    """An extended resource in Kubernetes' sense: a domain-qualified name outside kubernetes.io."""
+    domain, slash, _ = resource.partition("/")
+    return bool(slash) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _whole(amount: Any) -> bool:
+    try:
+        return Quantity.parse(amount).value.denominator == 1
+    except (QuantityError, ValueError, TypeError):
+        return True  # not a quantity at all: the TrainingJob's own validation says so
+
+
 def convert_pod(doc: Mapping[str, Any]) -> Conversion:
     """A v1 Pod as a one-pod TrainingJob (see the table in the module docstring)."""
     native = native_copy(doc, "TrainingJob")
     pod_spec = copy.deepcopy(mapping_at(native, "spec", "spec"))
+    _check_whole_extended_resources(doc, [("", doc)])
     conversion = Conversion(doc=native)
     restart = pod_spec.pop("restartPolicy", None)
     if restart not in (None, "Never", "OnFailure", "Always"):

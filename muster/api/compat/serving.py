@@ -1,5 +1,5 @@
 """Serving kinds to InferenceService: KServe ``serving.kserve.io/v1beta1 InferenceService`` and
-KubeAI ``kubeai.org/v1 Model`` (reference/serving.md, reference/workloads.md §6).
+KubeAI ``kubeai.org/v1 Model`` (docs/serving.md).
 
 KServe, field for field:
 

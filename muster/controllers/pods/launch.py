@@ -17,6 +17,7 @@ import math
 import re
 from typing import Any
 
+from muster.api.base import controller_ref
 from muster.api.quantity import Quantity, QuantityError
 from muster.runtime.base import Container, DeviceBinding, LaunchError, PodLaunch, PodRef, Volume, VolumeMount
 
@@ -61,6 +62,7 @@ def pod_launch(pod: Obj, host_ip: str, *, native: bool = False) -> PodLaunch:
         node=spec.get("nodeName") or "",
         spec=copy.deepcopy(spec),
         annotations=dict(pod["metadata"].get("annotations") or {}),
+        owner=controller_ref(pod) if pod["metadata"].get("ownerReferences") else {},
     )
 
 

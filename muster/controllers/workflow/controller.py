@@ -56,6 +56,7 @@ from muster.controllers.workflow.dag import (
     fans_out,
     group_result,
     main_outcome,
+    phase_counts,
     progress,
 )
 from muster.controllers.workflow.launch import (
@@ -142,9 +143,9 @@ class _Pass:
                 if not self.changed:
                     break
             self._conclude()
-        self.status["progress"] = progress(
-            self.nodes, [*self.main, *([self.exit_task] if self.exit_task else [])]
-        )
+        every = [*self.main, *([self.exit_task] if self.exit_task else [])]
+        self.status["progress"] = progress(self.nodes, every)
+        self.status["taskPhases"] = phase_counts(self.nodes, every)
         self._write()
 
     def _round(self) -> None:

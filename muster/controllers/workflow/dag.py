@@ -28,6 +28,7 @@ __all__ = [
     "fans_out",
     "group_result",
     "main_outcome",
+    "phase_counts",
     "progress",
 ]
 
@@ -134,11 +135,26 @@ def failures(nodes: dict[str, Obj], main: list[str]) -> str:
 
 
 def progress(nodes: dict[str, Obj], tasks: list[str]) -> str:
-    """``done/total`` over runs: a fanned-out task counts its runs once it expanded."""
-    done = total = 0
+    """``ok/total`` over runs, as Argo counts: the runs that ended well (Succeeded, Cached or
+    Skipped) of all runs; a failed or omitted run is finished but is no progress. A
+    fanned-out task counts its runs once it expanded."""
+    runs = _runs(nodes, tasks)
+    return f"{sum(1 for r in runs if node_phase(r) in DONE_OK)}/{len(runs)}"
+
+
+def phase_counts(nodes: dict[str, Obj], tasks: list[str]) -> dict[str, int]:
+    """How many runs are in each phase (``{"Succeeded": 2, "Failed": 1}``), in the order of
+    the task lifecycle."""
+    counted: dict[str, int] = {}
+    for run in _runs(nodes, tasks):
+        phase = node_phase(run).value
+        counted[phase] = counted.get(phase, 0) + 1
+    return {p.value: counted[p.value] for p in TaskPhase if p.value in counted}
+
+
+def _runs(nodes: dict[str, Obj], tasks: list[str]) -> list[Obj]:
+    out: list[Obj] = []
     for name in tasks:
         node = nodes.get(name) or {}
-        runs = [nodes.get(c) or {} for c in node.get("children") or []] or [node]
-        total += len(runs)
-        done += sum(1 for r in runs if node_phase(r) in FINAL)
-    return f"{done}/{total}"
+        out += [nodes.get(c) or {} for c in node.get("children") or []] or [node]
+    return out

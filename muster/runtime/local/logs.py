@@ -4,8 +4,12 @@
 interleaved as written) of the current incarnation of a pod; starting a new incarnation
 (same namespace and name, e.g. a restarted replica) first renames it to
 ``<container>.log.1``, replacing the one before, so exactly one previous log is kept, as
-``kubectl logs --previous`` offers. Logs outlive the pod's records (``release``) and the
-server; deleting them is left to the operator.
+``kubectl logs --previous`` offers. Beside each log, ``<container>.log.owner`` (and
+``.log.1.owner``) records whom that incarnation ran for (:func:`muster.api.base.controller_ref`:
+the pod's TrainingJob or Workflow, or the pod itself), so a reader can tell a restarted
+replica's previous log from the log of a deleted job whose successor reuses the pod names.
+Logs outlive the pod's records (``release``) and the server; deleting them is left to the
+operator.
 
 :class:`LogFiles` reads them for anyone on the same ``MUSTER_HOME``: the runtime's own
 ``logs()`` and a server that has no runtime handle both go through it, so there is one way
@@ -18,16 +22,17 @@ import codecs
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from muster.runtime.base import PodNotFound, PodRef, SupportsLogs
-from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir
+from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir, write_json
 from muster.runtime.local.tracking import process_alive
 
 __all__ = [
     "FOLLOW_INTERVAL",
     "LogFiles",
+    "begin_log",
     "container_log",
     "follow_lines",
     "log_dir",
@@ -50,10 +55,29 @@ def container_log(home: Path, namespace: str, name: str, container: str, previou
 
 
 def rotate(path: Path) -> None:
-    """Keep the current log as the previous one; the next incarnation starts a fresh file."""
+    """Keep the current log (and the owner it was written for) as the previous one; the next
+    incarnation starts a fresh file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    previous = path.with_name(path.name + ".1")
     if path.exists():
-        os.replace(path, path.with_name(path.name + ".1"))
+        os.replace(path, previous)
+        if _owner_file(path).exists():
+            os.replace(_owner_file(path), _owner_file(previous))
+        else:  # a log written before owners were recorded: its predecessor's owner is not its own
+            _owner_file(previous).unlink(missing_ok=True)
+
+
+def begin_log(path: Path, owner: Mapping[str, str]) -> None:
+    """Start a new incarnation's log at ``path``: the current one becomes the previous one
+    (:func:`rotate`), a fresh empty log is created and ``owner`` ({kind, name, uid}) recorded
+    as whom it is written for."""
+    rotate(path)
+    path.touch()
+    write_json(_owner_file(path), dict(owner))
+
+
+def _owner_file(log: Path) -> Path:
+    return log.with_name(log.name + ".owner")
 
 
 class LogFiles(SupportsLogs):
@@ -79,6 +103,29 @@ class LogFiles(SupportsLogs):
     ) -> Iterator[str]:
         # Checked now, not on the first next(): a caller (the server) answers 404 before it
         # starts a response.
+        container, path = self._log_path(pod, container, previous)
+        writing = self._writer(pod, container) if follow and not previous else None
+        if writing is None:
+            return follow_lines(path)
+        alive = writing
+
+        def still_writing() -> bool:
+            return not (cancel is not None and cancel.is_set()) and alive()
+
+        return follow_lines(path, still_writing)
+
+    def log_owner(
+        self, pod: PodRef, container: str | None = None, *, previous: bool = False
+    ) -> dict[str, str] | None:
+        try:
+            _, path = self._log_path(pod, container, previous)
+        except PodNotFound:
+            return None
+        owner = read_json(_owner_file(path))
+        return {str(k): str(v) for k, v in owner.items()} if owner else None
+
+    def _log_path(self, pod: PodRef, container: str | None, previous: bool) -> tuple[str, Path]:
+        """The container's name and its log file; PodNotFound naming what exists when there is none."""
         if not all(_one_component(part) for part in (pod.namespace, pod.name)):
             # "..", "." or a separator would lead out of the pod's own directory of logs.
             raise PodNotFound(f"no logs for pod {pod}: not a pod name")
@@ -95,15 +142,7 @@ class LogFiles(SupportsLogs):
         path = container_log(self.home, pod.namespace, pod.name, container, previous=previous)
         if not path.exists():
             raise PodNotFound(f"container {container!r} of pod {pod} has no previous log")
-        writing = self._writer(pod, container) if follow and not previous else None
-        if writing is None:
-            return follow_lines(path)
-        alive = writing
-
-        def still_writing() -> bool:
-            return not (cancel is not None and cancel.is_set()) and alive()
-
-        return follow_lines(path, still_writing)
+        return container, path
 
     def _writer(self, pod: PodRef, container: str) -> Callable[[], bool] | None:
         """Whether the container may still append to its log (asked while following), or None

@@ -70,7 +70,7 @@ from muster.runtime.local.tracking import (
 )
 from muster.runtime.local.volumes import make_links, remove_pod_volumes
 
-__all__ = ["HomeInUse", "LocalRuntime"]
+__all__ = ["HomeInUse", "LocalRuntime", "check_home_free"]
 
 MemoryMode = Literal["auto", "cgroup", "rss"]
 # The longest poll() sleeps without looking at files when some container cannot be watched
@@ -86,6 +86,15 @@ _DETACHED: list[subprocess.Popen[bytes] | ShimProcess] = []
 
 class HomeInUse(PodRuntimeError):
     """Another live runtime holds this MUSTER_HOME; two would fight over the same processes."""
+
+
+def check_home_free(home: Path) -> None:
+    """Raise :class:`HomeInUse` when a live local runtime holds ``home``. ``muster up`` asks
+    before it starts anything, so a second server on the same home stops with one line; the
+    runtime still takes the lock itself when it starts (this check leaves it free)."""
+    path = runtime_dir(home) / "lock"
+    if path.exists():
+        os.close(_lock(path, claim=False))
 
 
 class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, SupportsFaultInjection):
@@ -214,8 +223,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for c in plan.containers:
             files = ContainerFiles(pod_dir, c.name)
             log = logfiles.container_log(self.home, ref.namespace, ref.name, c.name)
-            logfiles.rotate(log)
-            log.touch()
+            logfiles.begin_log(log, pod.log_owner())
             write_json(
                 files.spec,
                 spec_document(
@@ -329,6 +337,11 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         cancel: threading.Event | None = None,
     ) -> Iterator[str]:
         return self._log_files.logs(pod, container, follow=follow, previous=previous, cancel=cancel)
+
+    def log_owner(
+        self, pod: PodRef, container: str | None = None, *, previous: bool = False
+    ) -> dict[str, str] | None:
+        return self._log_files.log_owner(pod, container, previous=previous)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -499,7 +512,8 @@ def _killpg(pgid: int | None, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _lock(path: Path) -> int:
+def _lock(path: Path, claim: bool = True) -> int:
+    """The locked file's descriptor; ``claim`` writes this process's id into it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -510,6 +524,7 @@ def _lock(path: Path) -> int:
             f"{path.parent.parent.parent} is in use by another Muster runtime (pid {holder}); "
             "stop that server or use another MUSTER_HOME"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    if claim:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd

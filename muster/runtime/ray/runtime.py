@@ -52,6 +52,7 @@ from muster.runtime.base import (
     PodStatusChange,
     PodStillRunning,
     StopReason,
+    SupportsCleanup,
     SupportsGangStart,
 )
 from muster.runtime.local import logs as logfiles
@@ -94,7 +95,7 @@ def connect(address: str) -> bool:
     return True
 
 
-class RayRuntime(SupportsGangStart, logfiles.LogFiles):
+class RayRuntime(SupportsGangStart, SupportsCleanup, logfiles.LogFiles):
     """Pods on the Ray cluster this process is connected to (see the module docstring). Logs
     are the driver's copies (:class:`LogFiles`); a followed log ends with its pod."""
 
@@ -169,10 +170,9 @@ class RayRuntime(SupportsGangStart, logfiles.LogFiles):
             pods.append(self._record(m, plan, key, i, node.id if node is not None else ""))
         state = Gang(gang, bundles, [p.node_id for p in pods], deadline_for(gang), failed=failed)
         state.members = [p.launch.ref.uid for p in pods]
-        for p in pods:
+        for p, m in zip(pods, gang.members, strict=True):
             for c in p.containers:
-                logfiles.rotate(c.log)  # the previous incarnation's output is kept as .log.1
-                c.log.touch()
+                logfiles.begin_log(c.log, m.pod.log_owner())  # the previous output is kept as .log.1
             self._pods[p.launch.ref.uid] = p
             with self._live_lock:
                 self._live.add((p.launch.ref.namespace, p.launch.ref.name))
@@ -235,6 +235,10 @@ class RayRuntime(SupportsGangStart, logfiles.LogFiles):
 
     def pods(self) -> list[PodStatusChange]:
         return [p.status() for p in self._pods.values()]
+
+    def cleaning_up(self) -> bool:
+        # Released gangs whose group waits for their actors' shutdown, and calls not collected.
+        return bool(self._retiring or self._side)
 
     def release(self, pod: PodRef) -> None:
         record = self._pods.get(pod.uid)

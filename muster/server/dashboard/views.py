@@ -36,7 +36,7 @@ from muster.server.encoding import json_response
 from muster.server.errors import ApiError
 from muster.server.views import StoreSource
 from muster.store import Store
-from muster.store.events import refers_to
+from muster.store.events import about_owned_by, refers_to
 
 __all__ = ["UI_API", "recent_events", "replica_pods", "router"]
 
@@ -155,13 +155,9 @@ def job_view(request: Request, namespace: str, name: str) -> Response:
     about: list[Obj] = [job, *ctx.pods]
     if ctx.workload is not None:
         about.append(ctx.workload)
-    names = {r["pod"] for r in replicas}
-    events = [
-        e
-        for e in ctx.events
-        if any(refers_to(e, o) for o in about)
-        or ((e.get("involvedObject") or {}).get("kind") == "Pod" and e["involvedObject"].get("name") in names)
-    ]
+    # The pods of earlier runs are gone but their events name this job (by uid) as related;
+    # a deleted job of the same name, and its pods, are someone else's history.
+    events = [e for e in ctx.events if any(refers_to(e, o) for o in about) or about_owned_by(e, job)]
     return json_response(
         {
             "revision": revision,

@@ -21,6 +21,7 @@ from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
 from muster.controllers.insight.explain.gather import gather
 from muster.controllers.insight.explain.serving import explain_service, gather_service
+from muster.controllers.insight.explain.workflow import explain_workflow, gather_workflow
 from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.insight.gpuview import gpu_rows
 from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
@@ -32,7 +33,7 @@ from muster.server.views import StoreSource, manager_of
 __all__ = ["INSIGHT_PREFIX", "router"]
 
 INSIGHT_PREFIX = "/api/v1"
-_EXPLAINED = ("TrainingJob", "Workload", "Pod", "InferenceService")
+_EXPLAINED = ("TrainingJob", "Workflow", "Workload", "Pod", "InferenceService")
 
 router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
 # GPU and node views: whoever may list nodes; pods the caller may not see show as hidden holders.
@@ -48,14 +49,14 @@ def why(
     name: str,
     tail: int = Query(20, ge=0, le=1000, description="Log lines of the failing replica to include."),
 ) -> Response:
-    """Why a TrainingJob, Workload or Pod is where it is, or why an InferenceService has the
-    replicas it has (``muster why`` as JSON)."""
+    """Why a TrainingJob, Workflow, Workload or Pod is where it is, or why an InferenceService
+    has the replicas it has (``muster why`` as JSON)."""
     info = registry.lookup(kind)
     if info.kind not in _EXPLAINED:
         raise ApiError(
             400,
-            f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload, a Pod or an "
-            "InferenceService",
+            f"cannot explain a {info.kind}; ask about a TrainingJob, a Workflow, a Workload, a Pod "
+            "or an InferenceService",
         )
     source = StoreSource(request.app.state.store, request.app)
     obj = source.get(info.kind, name, namespace)
@@ -68,6 +69,8 @@ def why(
             for rev in answer.serving["revisions"]:
                 live = manager.serving.decision(namespace, name, rev["name"])
                 rev["autoscaler"] = live or rev["autoscaler"]
+    elif info.kind == "Workflow":
+        answer = explain_workflow(obj, gather_workflow(source, obj, tail, now=time.time()))
     else:
         answer = explain(obj, gather(source, obj, tail, now=time.time()))
     return json_response(answer.to_dict())

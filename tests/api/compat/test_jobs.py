@@ -201,6 +201,49 @@ def test_batch_job_errors(change, expected):
     ]
 
 
+@pytest.mark.parametrize("amount", ["0.5", "500m", 0.5, "1.5"])
+def test_a_fraction_of_a_gpu_in_a_kubernetes_job_is_refused(amount):
+    """Kubernetes rejects non-integer extended resources; Muster's own share (nvidia.com/gpu:
+    500m) is for TrainingJobs, so a PyTorchJob or a batch/v1 Job asking for 0.5 is a mistake."""
+    doc = _load("pytorchjob-ddp.yaml")
+    limits = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]
+    limits["limits"]["nvidia.com/gpu"] = amount
+    [error] = errors_of(doc)
+    assert error.startswith(
+        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits[nvidia.com/gpu]: "
+        "must be a whole number in a kubeflow.org/v1 PyTorchJob (Kubernetes refuses fractions of an "
+        f"extended resource), got {amount!r}"
+    )
+    assert "muster.dev/v1 TrainingJob" in error
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": amount}}}]}
+            }
+        },
+    }
+    assert errors_of(job)[0].startswith(
+        "spec.template.spec.containers[0].resources.requests[nvidia.com/gpu]: must be a whole number"
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": job["spec"]["template"]["spec"],
+    }
+    assert errors_of(pod)[0].startswith(
+        "spec.containers[0].resources.requests[nvidia.com/gpu]: must be a whole number in a v1 Pod"
+    )
+    whole = _load("pytorchjob-ddp.yaml")
+    whole["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"][
+        "limits"
+    ]["nvidia.com/gpu"] = "2"
+    assert validate(whole).obj is not None
+
+
 def _pod(**spec):
     return {
         "apiVersion": "v1",

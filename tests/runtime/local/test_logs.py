@@ -36,6 +36,21 @@ class TestLogFiles:
         assert list(runtime.logs(ref)) == ["attempt 3\n"]
         assert list(runtime.logs(ref, previous=True)) == ["attempt 2\n"]
 
+    def test_each_log_records_the_owner_of_its_incarnation(self, runtime):
+        first = {"kind": "TrainingJob", "name": "mnist", "uid": "job-a"}
+        second = {"kind": "TrainingJob", "name": "mnist", "uid": "job-b"}
+        for uid, owner in (("p1", first), ("p2", second)):
+            pod = launch("mnist-master-0", Container("main", py(f"print({uid!r})")), uid=uid, owner=owner)
+            run_pod(runtime, pod)
+            runtime.release(pod.ref)
+        ref = PodRef("default", "mnist-master-0", "")
+        assert runtime.log_owner(ref) == second
+        assert runtime.log_owner(ref, previous=True) == first
+        assert runtime.log_owner(PodRef("default", "never-ran", "")) is None
+        bare = launch("bare", Container("main", ("true",)), uid="u-bare")
+        run_pod(runtime, bare)
+        assert runtime.log_owner(bare.ref) == {"kind": "Pod", "name": "bare", "uid": "u-bare"}
+
     def test_no_previous_log_before_a_second_incarnation(self, runtime):
         pod = launch("first", Container("main", ("true",)))
         run_pod(runtime, pod)

@@ -173,6 +173,30 @@ def test_a_gang_ray_cannot_place_starts_nothing(runtime):
         remove_placement_group(outside)
 
 
+def test_the_last_gangs_group_goes_once_its_pods_are_released(runtime):
+    """Removing a released gang's group waits for its actors' clean-up, which poll() sees
+    finish; the runtime says it has clean-up left, so whoever drives it polls until the
+    group is gone even when no pod is left to report on."""
+    import ray
+
+    a, _ = gpu_nodes(runtime)
+    g = gang(member("last", a, "sh", "-c", "echo done", gpus=(0, 1)))
+    runtime.start_gang(g)
+    drive(runtime, all_final("last"))
+
+    def muster_groups() -> list[str]:
+        table = ray.util.placement_group_table().values()
+        return [p["name"] for p in table if p["state"] == "CREATED" and p["name"].startswith("muster/")]
+
+    assert len(muster_groups()) == 1
+    assert not runtime.cleaning_up()
+    for m in g.members:
+        runtime.release(m.pod.ref)
+    assert runtime.pods() == [] and runtime.cleaning_up()
+    wait_for(lambda: runtime.poll(0.1) == [] and not runtime.cleaning_up(), 30, what="the clean-up")
+    wait_for(lambda: not muster_groups(), 30, what="the placement group's removal")
+
+
 def test_a_workload_started_again_while_its_earlier_group_remains_gets_a_group_of_its_own(runtime):
     import ray
 

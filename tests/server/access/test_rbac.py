@@ -276,3 +276,15 @@ def test_request_attributes_follow_kubernetes(method, path, query, expected):
 def test_other_paths_are_non_resource_urls(path: str):
     attrs = request_attributes("GET", path, {})
     assert not attrs.is_resource and attrs.path == path and attrs.verb == "get"
+
+
+def test_the_builtin_edit_role_may_retry_and_resubmit_workflows():
+    from muster.server.access.bootstrap import builtin_objects
+
+    edit = next(
+        o for o in builtin_objects() if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "edit"
+    )
+    a = authorizer(cluster_roles=[edit], bindings=[binding("b", "x", ("ClusterRole", "edit"), GROUP_A)])
+    for action in ("workflows/retry", "workflows/resubmit"):
+        assert can(a, ALICE, "create", action, "x", "w"), action
+        assert not can(a, ALICE, "create", action, "y", "w"), action

@@ -56,7 +56,24 @@ def busy(sqlite_store: Store) -> Store:
     gone = {"kind": "Pod", "metadata": {"name": "train-worker-0", "namespace": "default"}}
     old = c.event(gone, "Preempted", "stopped for default/urgent", type_="Warning", at="2025-01-01T00:00:30Z")
     old["metadata"]["name"] = "train-worker-0.old"
+    old["involvedObject"]["uid"] = "uid-of-an-earlier-worker-0"
+    old["related"] = {"kind": "TrainingJob", "name": "train", "uid": train["metadata"]["uid"]}
     s.create(old)
+    # What a job of the same name, deleted before `train` was applied, left behind.
+    earlier = {
+        "kind": "TrainingJob",
+        "name": "train",
+        "namespace": "default",
+        "uid": "uid-of-a-deleted-train",
+    }
+    stale_job = c.event({**train, "metadata": {"name": "train", "namespace": "default"}}, "Failed", "old run")
+    stale_job["involvedObject"]["uid"] = earlier["uid"]
+    s.create(stale_job)
+    stale_pod = c.event(gone, "OOMKilled", "old run's worker", type_="Warning", at="2024-12-31T00:00:00Z")
+    stale_pod["metadata"]["name"] = "train-worker-0.stale"
+    stale_pod["involvedObject"]["uid"] = "uid-of-the-deleted-train's-worker-0"
+    stale_pod["related"] = earlier
+    s.create(stale_pod)
     return s
 
 
@@ -75,7 +92,7 @@ def test_overview_colours_gpus_by_owner_and_counts_jobs(api: TestClient, busy: S
     assert team["quota"][0] | {"used": "2", "nominal": "3"} == team["quota"][0]
     assert data["jobStates"] == {"Running": 1, "Queued": 1}
     assert data["nodes"] == {"total": 1, "ready": 1}
-    assert [e["reason"] for e in data["events"]] == ["Queued", "Running", "Preempted"]  # newest first
+    assert [e["reason"] for e in data["events"]] == ["Queued", "Running", "Preempted", "Failed", "OOMKilled"]
 
 
 def test_jobs_rows_carry_state_reason_and_size(api: TestClient, busy: Store):
@@ -101,7 +118,8 @@ def test_a_job_comes_with_why_replicas_and_every_event_about_it(api: TestClient,
         replicas["worker-0"] | {"exists": True, "phase": "Running", "node": "node-a", "gpus": [1]}
         == replicas["worker-0"]
     )
-    # The event of an earlier pod of the same name is the job's too (pods come and go, names stay).
+    # The event of an earlier pod of the same job is the job's too (pods come and go, names
+    # stay); those of a deleted job of the same name, and of its pods, are not.
     assert [e["reason"] for e in train["events"]] == ["Running", "Preempted"]
     assert "master-0 on node-a GPU 0" in train["why"]["summary"]
 

@@ -29,7 +29,7 @@ from muster.controllers.insight.usage import (
 from muster.controllers.pods.stop import ended_by_stop
 from muster.store.events import refers_to
 
-__all__ = ["explain", "failing_pod"]
+__all__ = ["explain", "failing_pod", "recent_events"]
 
 _RECENT_EVENTS = 5
 
@@ -278,7 +278,12 @@ def _events(ctx: WhyContext, *objs: Obj) -> list[dict[str, Any]]:
         if (e.get("type") == "Warning" or e.get("reason") in ("Preempted", "Evicted", "Requeued"))
         and any(refers_to(e, o) for o in about)
     ]
-    picked.sort(key=lambda e: e.get("lastTimestamp") or "")
+    return recent_events(picked)
+
+
+def recent_events(events: Sequence[Obj]) -> list[dict[str, Any]]:
+    """The latest few of ``events`` by time, as an explanation lists them."""
+    picked = sorted(events, key=lambda e: e.get("lastTimestamp") or "")
     return [event_row(e) for e in picked[-_RECENT_EVENTS:]]
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "PreemptionFacts",
     "QueueFacts",
     "RootCause",
+    "TaskFacts",
     "WhyContext",
     "event_row",
     "pod_facts",
@@ -163,6 +164,21 @@ class Placement:
 
 
 @dataclass
+class TaskFacts:
+    """One run of a workflow task (a fan-out's runs each have one)."""
+
+    name: str  # train, or train(1) of a fan-out
+    phase: str
+    reason: str = ""
+    message: str = ""
+    attempts: int = 0
+    started: str | None = None
+    finished: str | None = None
+    detail: str = ""  # the summary of its latest attempt's own explanation (where it runs, why it waits)
+    waiting: bool = False  # running, but its attempt waits to be admitted or started
+
+
+@dataclass
 class Explanation:
     kind: str
     namespace: str | None
@@ -186,6 +202,7 @@ class Explanation:
     # an InferenceService's replicas, revisions (with the autoscaler's view) and traffic split
     serving: dict[str, Any] | None = None
     root_cause: RootCause | None = None  # the fact behind the blocker, named first in the summary
+    tasks: list[TaskFacts] = field(default_factory=list)  # a workflow's task runs
 
     @property
     def ref(self) -> str:

@@ -54,7 +54,7 @@ function jobTable(rows) {
     { label: "Name", cell: (j) => h("a", { class: "job-link", href: jobHref(j.namespace, j.name) }, swatch(`${j.namespace}/${j.name}`), j.name) },
     { label: "Namespace", cell: (j) => j.namespace },
     { label: "State", cell: (j) => badge(j.state) },
-    { label: "Reason", cell: (j) => h("span", { class: "reason", title: j.message || null }, j.reason ? h("strong", {}, j.reason) : "", j.message ? h("span", { class: "muted" }, ` ${j.message}`) : "") },
+    { label: "Reason", cell: (j) => h("span", { class: "reason", title: j.message || null }, j.reason ? h("strong", {}, j.reason) : "", j.message ? h("span", { class: "muted" }, ` ${j.message}`) : ""), class: "fill" },
     { label: "Queue", cell: (j) => j.queue },
     { label: "Replicas", cell: (j) => String(j.replicas), class: "num" },
     { label: "GPUs", cell: (j) => j.gpus ?? "", class: "num" },

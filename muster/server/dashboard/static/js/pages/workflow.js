@@ -1,13 +1,15 @@
 // One workflow: its DAG (tasks coloured by phase; click one for its status, its pods and a
-// live log tail of the pod picked) and the workflow's own state.
+// live log tail of the pod picked), the workflow's own state with Retry and Resubmit (as
+// Argo's UI has them), its parameters, each task's results and a timeline of the task runs.
 
-import { h, put, table, card, empty, when, between } from "../dom.js";
-import { API, getJSON, objectPath } from "../api.js";
+import { h, put, table, card, empty, when, between, duration } from "../dom.js";
+import { API, getJSON, objectPath, send } from "../api.js";
 import { follow } from "../live.js";
 import { LogTail } from "../logtail.js";
 import { renderDag } from "../dag.js";
 import { pageHead, badge, loadFailure } from "./common.js";
-import { progress } from "./workflows.js";
+import { phaseClass } from "../colors.js";
+import { progress, outcomes } from "./workflows.js";
 
 // Labels and annotation the Workflow controller sets on every object of a task attempt
 // (muster.controllers.workflow_launch).
@@ -21,6 +23,9 @@ export default function workflow(root, [namespace, name], query) {
   root.append(page);
   const logs = new LogTail();
   const head = h("div"), dag = h("div", { class: "dag-scroll" }), panel = h("div");
+  const notice = h("div"), facts = h("div", { class: "grid-2" }), timeline = h("div");
+  const retry = h("button", { type: "button", class: "button", onclick: () => act("retry") }, "Retry");
+  const resubmit = h("button", { type: "button", class: "button", onclick: () => act("resubmit") }, "Resubmit");
   let selected = query.get("task");
   let selectedPod = null;
   let last = null;
@@ -34,16 +39,43 @@ export default function workflow(root, [namespace, name], query) {
     draw();
   };
 
+  // Retry (a failed workflow's failed and omitted tasks run again) and Resubmit (a new
+  // workflow from the same spec); the server carries both out (POST .../retry|resubmit).
+  const act = async (verb) => {
+    retry.disabled = resubmit.disabled = true;
+    try {
+      const answer = await send("POST", `${objectPath("workflows", namespace, name)}/${verb}`);
+      if (verb === "resubmit") {
+        window.location.hash = `#/workflows/${encodeURIComponent(namespace)}/${encodeURIComponent(answer.metadata.name)}`;
+        return;
+      }
+      const tasks = answer.tasks.length ? answer.tasks.join(", ") : "its onExit task";
+      put(notice, h("div", { class: "notice" }, `Retried: ${tasks} run again.`));
+    } catch (err) {
+      put(notice, h("div", { class: "failure" }, `Could not ${verb} ${name}: ${err.message}`));
+    } finally {
+      if (last) draw();
+    }
+  };
+
   const draw = () => {
     const { wf, pods } = last;
     if (!built) {
       built = true;
-      put(page, head, card("Tasks", dag, h("span", { class: "muted" }, "click a task for its status and logs")), panel);
+      put(page, head, notice, card("Tasks", dag, h("span", { class: "muted" }, "click a task for its status and logs")), panel, facts, timeline);
     }
     const status = wf.status || {};
     const p = progress(status);
-    put(head, pageHead(name, `${namespace} · ${p.done}/${p.all} tasks done${status.startedAt ? ` · ran ${between(status.startedAt, status.finishedAt)}` : ""}`, badge(status.phase || "Pending")),
+    const phase = status.phase || "Pending";
+    retry.disabled = !["Failed", "Error"].includes(phase);
+    retry.title = retry.disabled ? "only a failed workflow is retried" : "run its failed and omitted tasks again";
+    resubmit.disabled = false;
+    resubmit.title = "run it again from the start, as a new workflow";
+    const outcome = outcomes(status).map(([ph, n]) => ` · ${n} ${ph.toLowerCase()}`).join("");
+    put(head, pageHead(name, `${namespace} · ${p.done}/${p.all} tasks ended well${outcome}${status.startedAt ? ` · ran ${between(status.startedAt, status.finishedAt)}` : ""}`, badge(phase), retry, resubmit),
       status.message ? h("div", { class: "failure" }, status.message) : null);
+    put(facts, card("Parameters", parameters(wf)), card("Results", results(wf)));
+    put(timeline, card("Timeline", timelineOf(wf), h("span", { class: "muted" }, "when each task ran")));
     const tasks = wf.spec.tasks.map((t) => ({ name: t.name, dependencies: t.dependencies || [], exit: t.name === wf.spec.onExit }));
     put(dag, renderDag(tasks, (t) => taskStatus(status.nodes || {}, t), select, selected));
     const task = wf.spec.tasks.find((t) => t.name === selected);
@@ -109,6 +141,79 @@ export default function workflow(root, [namespace, name], query) {
 
 function labels(obj) {
   return obj.metadata.labels || {};
+}
+
+function parameters(wf) {
+  const params = ((wf.spec.arguments || {}).parameters || []);
+  if (!params.length) return empty("This workflow takes no parameters.");
+  return table([
+    { label: "Name", cell: (p) => h("code", {}, p.name) },
+    { label: "Value", cell: (p) => h("code", {}, p.value ?? "") },
+  ], params, { class: "compact" });
+}
+
+function results(wf) {
+  const nodes = (wf.status || {}).nodes || {};
+  const rows = [];
+  for (const run of taskRuns(wf)) {
+    const outputs = (nodes[run] || {}).outputs || {};
+    for (const [k, v] of Object.entries(outputs.parameters || {})) rows.push({ task: run, kind: "parameter", name: k, value: v });
+    for (const [k, v] of Object.entries(outputs.artifacts || {})) rows.push({ task: run, kind: "artifact", name: k, value: v });
+  }
+  if (!rows.length) return empty("No task has recorded outputs yet.");
+  return table([
+    { label: "Task", cell: (r) => r.task, class: "nowrap" },
+    { label: "Output", cell: (r) => [h("code", {}, r.name), h("span", { class: "muted" }, ` ${r.kind}`)], class: "nowrap" },
+    { label: "Value", cell: (r) => h("code", { class: "value" }, r.value) },
+  ], rows, { class: "compact results" });
+}
+
+/** Every task run in DAG order (a fan-out's runs in place of the task; onExit last). */
+function taskRuns(wf) {
+  const nodes = (wf.status || {}).nodes || {};
+  const exit = wf.spec.onExit;
+  const names = wf.spec.tasks.map((t) => t.name).filter((n) => n !== exit);
+  if (exit) names.push(exit);
+  return names.flatMap((n) => {
+    const runs = childNames(n, nodes);
+    return runs.length ? runs : [n];
+  });
+}
+
+/** One row per task run: a bar from its start to its end (now, while it runs) on the
+ * workflow's own time axis. */
+function timelineOf(wf) {
+  const status = wf.status || {};
+  const nodes = status.nodes || {};
+  const runs = taskRuns(wf);
+  const started = runs.map((r) => (nodes[r] || {}).startedAt).filter(Boolean).map(Date.parse);
+  if (!started.length) return empty("No task has started yet.");
+  const t0 = Math.min(...started, status.startedAt ? Date.parse(status.startedAt) : Infinity);
+  const ends = runs.map((r) => nodes[r] || {}).filter((n) => n.startedAt).map((n) => (n.finishedAt ? Date.parse(n.finishedAt) : Date.now()));
+  const t1 = Math.max(...ends, status.finishedAt ? Date.parse(status.finishedAt) : 0, t0 + 1000);
+  const span = t1 - t0;
+  return h("div", { class: "timeline" },
+    h("div", { class: "timeline-axis muted" }, h("span", {}, "0s"), h("span", {}, duration(Math.round(span / 1000)))),
+    runs.map((run) => {
+      const node = nodes[run] || { phase: "Pending" };
+      let track;
+      if (!node.startedAt) {
+        track = h("span", { class: "muted timeline-none" }, node.phase === "Cached" ? "from the cache" : node.phase === "Skipped" ? "skipped" : "not started");
+      } else {
+        const start = Date.parse(node.startedAt) - t0;
+        const end = (node.finishedAt ? Date.parse(node.finishedAt) : Date.now()) - t0;
+        track = h("div", {
+          class: ["timeline-bar", phaseClass(node.phase)],
+          "data-task": run,
+          title: `${run}: ${node.phase}, ${between(node.startedAt, node.finishedAt)}`,
+          style: { left: `${(100 * start) / span}%`, width: `${Math.max(0.5, (100 * (end - start)) / span)}%` },
+        });
+      }
+      return h("div", { class: "timeline-row" },
+        h("div", { class: "timeline-label" }, h("span", {}, run), " ", badge(node.phase)),
+        h("div", { class: "timeline-track" }, track),
+        h("div", { class: "timeline-time muted" }, node.startedAt ? between(node.startedAt, node.finishedAt) : ""));
+    }));
 }
 
 function childNames(task, nodes) {

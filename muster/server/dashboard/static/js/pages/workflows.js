@@ -12,9 +12,16 @@ export default function workflows(root) {
   });
 }
 
+/** status.progress: task runs that ended well (Succeeded, Cached, Skipped) of all. */
 export function progress(status) {
   const [done, all] = ((status && status.progress) || "0/0").split("/").map(Number);
   return { done: done || 0, all: all || 0 };
+}
+
+/** The finished runs that did not end well, by phase: [["Failed", 1], ["Omitted", 2]]. */
+export function outcomes(status) {
+  const counts = (status && status.taskPhases) || {};
+  return ["Failed", "Error", "Omitted"].filter((p) => counts[p]).map((p) => [p, counts[p]]);
 }
 
 function workflowTable(items) {
@@ -24,7 +31,15 @@ function workflowTable(items) {
     { label: "Phase", cell: (w) => badge((w.status && w.status.phase) || "Pending") },
     { label: "Progress", cell: (w) => {
       const p = progress(w.status);
-      return h("div", { class: "progress" }, h("div", { class: "bar" }, h("div", { class: "bar-fill bar-low", style: { width: `${p.all ? (100 * p.done) / p.all : 0}%` } })), h("span", { class: "muted" }, `${p.done}/${p.all}`));
+      const bad = outcomes(w.status);
+      const failed = bad.reduce((n, [, k]) => n + k, 0);
+      const pct = (n) => `${p.all ? (100 * n) / p.all : 0}%`;
+      const note = bad.map(([ph, n]) => ` · ${n} ${ph.toLowerCase()}`).join("");
+      return h("div", { class: "progress", title: `${p.done} of ${p.all} task runs ended well${note}` },
+        h("div", { class: "bar" },
+          h("div", { class: "bar-fill bar-low", style: { width: pct(p.done) } }),
+          failed ? h("div", { class: "bar-fill bar-high", style: { width: pct(failed) } }) : null),
+        h("span", { class: "muted" }, `${p.done}/${p.all}${note}`));
     } },
     { label: "Tasks", cell: (w) => String(w.spec.tasks.length), class: "num" },
     { label: "Duration", cell: (w) => (w.status && w.status.startedAt ? between(w.status.startedAt, w.status.finishedAt) : ""), class: "nowrap" },
