@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
-from muster.api.compat import core, jobs, kueue
+from muster.api.compat import core, jobs, karpenter, kueue
 from muster.api.registry import kinds
 
 OUTPUT = Path(__file__).with_name("api.md")
@@ -179,7 +179,12 @@ def _converters() -> str:
     lines = ["## Foreign manifests\n", _doc(compat) + "\n", "| apiVersion | kind |", "|---|---|"]
     lines += [f"| {api} | {kind} |" for api, kind in compat.foreign_kinds()]
     lines.append("")
-    for module, title in ((jobs, "PyTorchJob and batch/v1 Job"), (kueue, "Kueue"), (core, "Kubernetes core")):
+    for module, title in (
+        (jobs, "PyTorchJob and batch/v1 Job"),
+        (kueue, "Kueue"),
+        (core, "Kubernetes core"),
+        (karpenter, "Karpenter"),
+    ):
         lines += [f"### {title}\n", _doc(module) + "\n"]
     return "\n".join(lines)
 

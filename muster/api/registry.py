@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from muster.api.base import API_VERSION, Object
 from muster.api.cacheentry import CacheEntry
+from muster.api.capacity import NodeClaim, NodePool, UsageRecord
 from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
@@ -101,6 +102,9 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(ServiceAccount, "serviceaccounts", ("sa",), namespaced=True),
     _info(ClusterRole, "clusterroles", (), namespaced=False),
     _info(ClusterRoleBinding, "clusterrolebindings", (), namespaced=False),
+    _info(NodePool, "nodepools", ("np",), namespaced=False),
+    _info(NodeClaim, "nodeclaims", ("nc",), namespaced=False),
+    _info(UsageRecord, "usagerecords", ("ur",), namespaced=False),
 )
 
 _BY_KIND = {info.kind: info for info in _KINDS}

@@ -11,7 +11,9 @@ One thread drives, in order, on every pass:
 6. the Workload controller (the eviction handshake);
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
    workflows it admitted are reconciled at once, so their pods are created in the same pass;
-8. the pod executor again, which starts the new pods and stops the ones asked to stop.
+8. capacity (:mod:`muster.controllers.capacity`): spot notices, NodeClaims, the autoscaler
+   (it reads the verdicts the scheduler just wrote), the cost ledger;
+9. the pod executor again, which starts the new pods and stops the ones asked to stop.
 
 Passes are triggered by store changes (the cache's watch), by the runtime's reports, by
 timers (deadlines, TTLs, backoff) and by a periodic full resync that looks at everything, so
@@ -41,6 +43,7 @@ from muster.api.labels import JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
 from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
+from muster.controllers.capacity.controller import CapacityController
 from muster.controllers.context import Context, EventRecorder
 from muster.controllers.insight.metrics import ClusterState
 from muster.controllers.nodes.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
@@ -166,6 +169,9 @@ class Manager:
             interval=self.config.gpu_sample_seconds,
             history_seconds=self.config.gpu_history_seconds,
         )
+        self.capacity = CapacityController(
+            self.ctx, self.runtime, self.config.kubernetes, retention_days=settings().cost_retention_days
+        )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
@@ -202,6 +208,7 @@ class Manager:
         self.ctx.cache.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.capacity.close()
         if self.ctx.events is not None:
             self.ctx.events.close()
         if self._own_runtime:
@@ -312,6 +319,7 @@ class Manager:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
+        self.capacity.reconcile(changed, full)
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:
@@ -370,6 +378,11 @@ class Manager:
         self._faults.put((node, fault, future))
         self.ctx.cache.mark([("Node", "", node)])  # wakes the loop
         return future
+
+    def request_interruption(self, node: str, at: float, action: str = "terminate") -> Future[Obj]:
+        """(Any thread; testing and drills.) A spot notice for ``node``, taken back at ``at``
+        (epoch seconds); the future holds its NodeClaim once the notice is stored."""
+        return self.capacity.request_interruption(node, at, action)
 
     def _inject_faults(self) -> list[tuple[Future[GpuDevice], GpuDevice]]:
         answered = []

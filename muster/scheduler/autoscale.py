@@ -1,0 +1,568 @@
+"""The autoscaler's decision: which nodes to ask of which pools, and which idle ones to give back.
+
+Pure, like the rest of the core (no I/O, no clock: ``now`` is passed in), so the control plane
+and the simulator run the same decision and a benchmark can time it. Decide-then-apply, as in
+Ray's autoscaler v2: :func:`plan` reads the cluster and the *scheduler's own verdicts* (the
+gangs it left pending because no node could take them) and returns a :class:`ScalePlan`; the
+caller applies it (writes NodeClaims and events, asks providers).
+
+**Scale up.** Gangs are taken in queue order (priority, then queue time). Each is placed, pod
+by pod (largest first), on the room there is: free room on Ready nodes, nodes coming up, and
+nodes this plan already asked for (so two 4-GPU jobs share one new 8-GPU node). Whatever is
+left goes onto new nodes of *one* pool (new nodes of one pool share its topology labels, so a
+gang stays in one zone or rack), the pool chosen as Karpenter chooses: highest ``weight``
+first, then spot where the gang tolerates it (the spot taint), then the lowest cost of the
+nodes needed, then the fewest nodes, then the name. A gang needing a topology level the
+pool's template does not label (per-node levels such as the hostname) must fit one node. A
+gang the scheduler could not place on the Ready nodes is never planned onto them alone: the
+scheduler's verdict wins over this simpler arithmetic. Pools below ``min_nodes`` are topped
+up.
+
+**Scale down.** A node of a pool that is empty (nothing runs there), planned for no gang, and
+has been empty for the pool's TTL is removed, oldest-empty first, as long as the pool keeps
+``min_nodes``.
+
+Speed: gangs are grouped by shape (pod sets, flavors); per shape the pools that could host
+it are ranked once, and the nodes one pool needs for a shape are computed once, so a plan for
+1,000 pending gangs and 50 pools takes milliseconds (``benchmarks/autoscale_decision.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from muster.scheduler.snapshot import GPU, GPU_MILLI, Flavor, Node, PodSet
+
+__all__ = ["Bin", "Gang", "NewNode", "Pool", "ScalePlan", "plan"]
+
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+@dataclass(slots=True)
+class Pool:
+    """A NodePool as the planner sees it. ``template`` is one of its nodes once up (labels
+    as the node will carry them); ``nodes`` counts its nodes that exist or are coming up;
+    ``limits``/``usage`` (units) cap the pool's totals (``nvidia.com/gpu`` in milli-GPU);
+    ``ttl`` is how long a node may stay empty; ``eta`` how long a node takes to come up."""
+
+    name: str
+    template: Node
+    price: float
+    max_nodes: int
+    min_nodes: int = 0
+    nodes: int = 0
+    spot: bool = False
+    weight: int = 0
+    limits: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+    ttl: float = 300.0
+    eta: float = 0.0
+
+    def headroom(self) -> int:
+        """How many more nodes the pool may make."""
+        room = self.max_nodes - self.nodes
+        per = _template_totals(self.template)
+        for r, limit in self.limits.items():
+            each = per.get(r, 0)
+            if each > 0:
+                room = min(room, (limit - self.usage.get(r, 0)) // each)
+        return max(room, 0)
+
+
+@dataclass(slots=True)
+class Bin:
+    """Room on a node: a Ready node's free resources, or a node coming up (``ready`` False,
+    ``eta`` seconds from now). ``node`` holds labels, taints and GPUs; ``free`` the free
+    units of the other resources; ``gpu_free`` each device's free milli-GPU. ``empty_since``
+    (a pool node with nothing on it) lets the planner remove it."""
+
+    node: Node
+    free: dict[str, int]
+    gpu_free: list[int]
+    pool: str | None = None
+    ready: bool = True
+    eta: float = 0.0
+    empty_since: float | None = None
+
+
+@dataclass(slots=True)
+class Gang:
+    """A pending workload the scheduler found no room for. ``options`` are the flavor choices
+    the scheduler tried (per option, per pod set, the flavors of its resources); empty means
+    no flavor constraint."""
+
+    namespace: str
+    name: str
+    pod_sets: list[PodSet]
+    priority: int = 0
+    queue_time: float = 0.0
+    options: list[list[tuple[Flavor, ...]]] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class NewNode:
+    """One node to ask of ``pool``, and the gangs planned onto it (empty: for minNodes)."""
+
+    pool: str
+    gangs: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ScalePlan:
+    """What to do. ``launch``: new nodes; ``waits``: per gang, the nodes it waits for (names of
+    nodes coming up, or ``"<pool>#<i>"`` for the i-th of ``launch``); ``unplaceable``: per gang,
+    why no pool can make room for it; ``remove``: idle nodes to give back, with the reason."""
+
+    launch: list[NewNode] = field(default_factory=list)
+    waits: dict[str, list[str]] = field(default_factory=dict)
+    unplaceable: dict[str, str] = field(default_factory=dict)
+    remove: list[tuple[str, str]] = field(default_factory=list)
+
+
+def plan(gangs: Sequence[Gang], pools: Sequence[Pool], bins: Sequence[Bin], now: float = 0.0) -> ScalePlan:
+    """Decide the scale-up for ``gangs`` and the scale-down of idle pool nodes (module doc).
+    Nothing passed in is changed."""
+    planner = _Planner(pools, bins)
+    out = ScalePlan()
+    for gang in sorted(gangs, key=lambda g: (-g.priority, g.queue_time, g.namespace, g.name)):
+        planner.place(gang, out)
+    planner.top_up(out)
+    out.remove = planner.idle(now, out)
+    return out
+
+
+# -- internals -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Pod:
+    """One pod to place: its pod set and flavors (static checks), requests and GPU demand."""
+
+    pod_set: PodSet
+    flavors: tuple[Flavor, ...]
+    requests: tuple[tuple[str, int], ...]
+    gpus: int
+    milli: int
+    memory: int  # bytes of one GPU, for memory-sized shares
+    key: tuple  # everything the static checks read
+
+    @property
+    def anti(self) -> bool:
+        return self.pod_set.anti_affinity
+
+    @property
+    def whole(self) -> bool:
+        return self.milli >= GPU_MILLI and not self.memory
+
+
+class _Room:
+    """Room being filled by the plan: free resources and devices, and the gangs on it."""
+
+    __slots__ = ("eta", "free", "gpu", "launch", "node", "pool", "ready", "slot", "source", "users")
+
+    def __init__(self, node: Node, free: dict[str, int], gpu: list[int], pool: str | None) -> None:
+        self.node = node
+        self.free = free
+        self.gpu = gpu
+        self.pool = pool
+        self.ready = False
+        self.eta = 0.0
+        self.source: Bin | None = None  # None for a node this plan launches
+        self.launch = -1  # its index in ScalePlan.launch
+        self.slot = -1  # its index in _Planner.rooms
+        self.users: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        return self.node.name if self.source is not None else f"{self.pool}#{self.launch}"
+
+    def fits(self, pod: _Pod, gang: str) -> bool:
+        if pod.anti and gang in self.users:
+            return False
+        free = self.free
+        for r, v in pod.requests:
+            if free.get(r, 0) < v:
+                return False
+        if not pod.gpus:
+            return True
+        if pod.whole:
+            return self.gpu.count(GPU_MILLI) >= pod.gpus
+        need = _share_milli(pod, self.node)
+        return need <= GPU_MILLI and any(d >= need for d in self.gpu)
+
+    def take(self, pod: _Pod, gang: str) -> None:
+        for r, v in pod.requests:
+            self.free[r] = self.free.get(r, 0) - v
+        if pod.gpus:
+            if pod.whole:
+                left = pod.gpus
+                for i, d in enumerate(self.gpu):
+                    if left and d == GPU_MILLI:
+                        self.gpu[i] = 0
+                        left -= 1
+            else:
+                need = _share_milli(pod, self.node)
+                best = min((d, i) for i, d in enumerate(self.gpu) if d >= need)[1]
+                self.gpu[best] -= need
+        self.users.add(gang)
+
+    def copy(self) -> _Room:
+        other = _Room(self.node, dict(self.free), list(self.gpu), self.pool)
+        other.ready, other.eta, other.source = self.ready, self.eta, self.source
+        other.launch, other.slot, other.users = self.launch, self.slot, set(self.users)
+        return other
+
+    def has_room(self) -> bool:
+        return any(d > 0 for d in self.gpu) or not self.node.gpus
+
+
+@dataclass(slots=True)
+class _Way:
+    """One way to place a gang: its rank, the rooms it changes (copies) and the new nodes."""
+
+    rank: tuple
+    changed: list[_Room]
+    pool: str
+    new: list[_Room]
+
+
+class _Planner:
+    def __init__(self, pools: Sequence[Pool], bins: Sequence[Bin], ready_verdict: bool = True) -> None:
+        self.ready_verdict = ready_verdict
+        self.pools = {p.name: p for p in pools}
+        self.headroom = {p.name: p.headroom() for p in pools}
+        self.rooms: list[_Room] = []
+        for b in bins:
+            room = _Room(b.node, dict(b.free), list(b.gpu_free), b.pool)
+            room.ready, room.eta, room.source, room.slot = b.ready, b.eta, b, len(self.rooms)
+            self.rooms.append(room)
+        self.planned: set[str] = set()  # existing nodes some gang is planned onto
+        self._static: dict[tuple, str] = {}
+        self._ranked: dict[tuple, list[tuple[tuple, str]]] = {}
+        self._counts: dict[tuple, int | None] = {}
+
+    # -- scale up ------------------------------------------------------------------------------
+
+    def place(self, gang: Gang, out: ScalePlan) -> None:
+        options = gang.options or [[() for _ in gang.pod_sets]]
+        best: _Way | None = None
+        why: list[str] = []
+        for option in options:
+            way = self._way(gang, option, why)
+            if way is not None and (best is None or way.rank < best.rank):
+                best = way
+        if best is None:
+            out.unplaceable[gang.key] = "; ".join(dict.fromkeys(why)) or "no NodePool can make a node for it"
+            return
+        waits: list[str] = []
+        for changed in best.changed:
+            live = self.rooms[changed.slot]
+            live.free, live.gpu, live.users = changed.free, changed.gpu, changed.users
+            if live.source is not None:
+                self.planned.add(live.name)
+            else:
+                out.launch[live.launch].gangs.append(gang.key)
+            if not live.ready:
+                waits.append(live.name)
+        for room in best.new:
+            room.launch, room.slot = len(out.launch), len(self.rooms)
+            out.launch.append(NewNode(best.pool, [gang.key]))
+            self.rooms.append(room)
+            waits.append(room.name)
+        if best.new:
+            self.headroom[best.pool] -= len(best.new)
+        out.waits[gang.key] = list(dict.fromkeys(waits))
+
+    def _way(self, gang: Gang, option: list[tuple[Flavor, ...]], why: list[str]) -> _Way | None:
+        pods = _pods(gang, option)
+        topology = _topology(gang)
+        shape = (_shape(gang, option), topology)
+        ranked = self._ranking(shape, pods, why)
+        if topology is None:
+            way = self._onto_rooms(gang, pods, ready=True)
+            if self.ready_verdict and not way.new and way.changed and all(r.ready for r in way.changed):
+                # Everything fits the Ready nodes by this arithmetic, yet the scheduler found
+                # no room there: its verdict wins, so plan without the Ready nodes.
+                way = self._onto_rooms(gang, pods, ready=False)
+            if not way.new:
+                return _Way((0,), way.changed, "", [])
+            return self._new_nodes(shape if not way.changed else None, ranked, way, gang, False, why)
+        # A topology level: one pool's nodes (coming up or new) share its domain, so the gang
+        # goes to one pool; a level the pool does not label (the hostname) means one node.
+        found: list[_Way] = []
+        for rank, name in ranked:
+            per_node = topology not in self.pools[name].template.labels
+            rooms = [r for r in self.rooms if r.pool == name and not r.ready and r.has_room()]
+            way = self._onto(gang, pods, rooms)
+            if per_node and way.changed and (way.new or len(way.changed) > 1):
+                way = _Way((), [], "", pods)
+            if not way.new:
+                return _Way((0,), way.changed, "", [])
+            pick = self._new_nodes(
+                shape if not way.changed else None, [(rank, name)], way, gang, per_node, why, topology
+            )
+            if pick is not None:
+                found.append(pick)
+        return min(found, key=lambda w: w.rank) if found else None
+
+    def _new_nodes(
+        self,
+        shape: tuple | None,
+        ranked: list[tuple[tuple, str]],
+        way: _Way,
+        gang: Gang,
+        per_node: bool,
+        why: list[str],
+        topology: str | None = None,
+    ) -> _Way | None:
+        """The best pool for the pods ``way`` left: by rank, then the cost of the nodes needed,
+        then their number, then the name; among the pools with room for them."""
+        best: tuple | None = None
+        for rank, name in ranked:
+            count = self._count(shape, way.new, name, gang.key, per_node)
+            if count is None:
+                why.append(f"pool {name}: one of its nodes cannot hold the whole gang (topology {topology})")
+                continue
+            if count > self.headroom[name]:
+                pool = self.pools[name]
+                why.append(
+                    f"pool {name} would need {count} more node(s) and may make {self.headroom[name]} "
+                    f"({pool.nodes} of at most {pool.max_nodes}"
+                    + (", or its resource limits" if pool.limits else "")
+                    + ")"
+                )
+                continue
+            key = (1, *rank, self.pools[name].price * count, count, name)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return None
+        name = best[-1]
+        pack = self._pack(way.new, name, gang.key)
+        return _Way(best, way.changed, name, pack)
+
+    def _onto_rooms(self, gang: Gang, pods: list[_Pod], ready: bool) -> _Way:
+        rooms = [r for r in self.rooms if (ready or not r.ready) and r.has_room()]
+        return self._onto(gang, pods, rooms)
+
+    def _onto(self, gang: Gang, pods: list[_Pod], rooms: list[_Room]) -> _Way:
+        """Place what fits on ``rooms`` (copies are changed); ``new`` holds the pods left."""
+        copies: dict[int, _Room] = {}
+        left: list[_Pod] = []
+        for pod in pods:
+            for room in rooms:
+                if self._problem(pod, room.node, room.pool):
+                    continue
+                trial = copies.get(room.slot) or room
+                if trial.fits(pod, gang.key):
+                    if trial is room:
+                        trial = copies[room.slot] = room.copy()
+                    trial.take(pod, gang.key)
+                    break
+            else:
+                left.append(pod)
+        return _Way((), list(copies.values()), "", left)  # type: ignore[arg-type]
+
+    def _ranking(self, shape: tuple, pods: list[_Pod], why: list[str]) -> list[tuple[tuple, str]]:
+        """Pools that could ever host the gang, with their rank: weight first, then spot."""
+        hit = self._ranked.get(shape)
+        if hit is None:
+            hit = [
+                ((-pool.weight, 0 if pool.spot else 1), pool.name)
+                for pool in self.pools.values()
+                if not self._unfit(pods, pool)
+            ]
+            self._ranked[shape] = hit
+        if not hit:
+            why.extend(self._unfit_all(pods))
+        return hit
+
+    def _unfit_all(self, pods: list[_Pod]) -> list[str]:
+        if not self.pools:
+            return ["no NodePool exists"]
+        return [f"pool {p.name}: {self._unfit(pods, p)}" for p in self.pools.values()]
+
+    def _unfit(self, pods: list[_Pod], pool: Pool) -> str:
+        fresh = _fresh(pool)
+        for pod in pods:
+            problem = self._problem(pod, pool.template, pool.name)
+            if problem:
+                return problem
+            if not fresh.fits(pod, ""):
+                return "a pod needs more than one of its nodes has"
+        return ""
+
+    def _count(
+        self, shape: tuple | None, pods: list[_Pod], pool: str, gang: str, per_node: bool
+    ) -> int | None:
+        """How many new nodes of ``pool`` hold ``pods``; None when the gang must share one node
+        (a per-node topology level) and does not fit one."""
+        key = (shape, pool)
+        if shape is not None and key in self._counts:
+            return self._counts[key]
+        count: int | None = len(self._pack(pods, pool, gang))
+        if per_node and count != 1:
+            count = None
+        if shape is not None:
+            self._counts[key] = count
+        return count
+
+    def _pack(self, pods: list[_Pod], pool: str, gang: str) -> list[_Room]:
+        """New nodes of ``pool`` holding ``pods``: first fit, largest pods first."""
+        template = self.pools[pool]
+        rooms: list[_Room] = []
+        for pod in pods:
+            for room in rooms:
+                if room.fits(pod, gang):
+                    room.take(pod, gang)
+                    break
+            else:
+                room = _fresh(template)
+                room.take(pod, gang)
+                rooms.append(room)
+        return rooms
+
+    def _problem(self, pod: _Pod, node: Node, pool: str | None) -> str:
+        key = (pod.key, node.name, pool, node.gpus)
+        hit = self._static.get(key)
+        if hit is None:
+            hit = self._static[key] = _static_problem(pod, node)
+        return hit
+
+    def top_up(self, out: ScalePlan) -> None:
+        for pool in self.pools.values():
+            missing = pool.min_nodes - pool.nodes - sum(1 for n in out.launch if n.pool == pool.name)
+            for _ in range(max(0, min(missing, self.headroom[pool.name]))):
+                out.launch.append(NewNode(pool.name))
+                self.headroom[pool.name] -= 1
+
+    # -- scale down ----------------------------------------------------------------------------
+
+    def idle(self, now: float, out: ScalePlan) -> list[tuple[str, str]]:
+        removable: dict[str, list[Bin]] = {}
+        for room in self.rooms:
+            src = room.source
+            if src is None or src.pool not in self.pools or src.empty_since is None:
+                continue
+            if room.name in self.planned or room.users:
+                continue
+            if now - src.empty_since >= self.pools[src.pool].ttl:
+                removable.setdefault(src.pool, []).append(src)
+        removed = []
+        for name, idle in sorted(removable.items()):
+            pool = self.pools[name]
+            launched = sum(1 for n in out.launch if n.pool == name)
+            spare = pool.nodes + launched - pool.min_nodes
+            idle.sort(key=lambda b: (b.empty_since, b.node.name))
+            for b in idle[: max(0, spare)]:
+                gone = now - b.empty_since  # type: ignore[operator]
+                removed.append(
+                    (
+                        b.node.name,
+                        f"empty for {gone:.0f}s (pool {name} removes idle nodes after {pool.ttl:.0f}s)",
+                    )
+                )
+        return removed
+
+
+def _fresh(pool: Pool) -> _Room:
+    t = pool.template
+    room = _Room(t, {r: v for r, v in t.allocatable.items() if r != GPU}, [GPU_MILLI] * t.gpus, pool.name)
+    room.eta = pool.eta
+    return room
+
+
+def _template_totals(node: Node) -> dict[str, int]:
+    out = {r: v for r, v in node.allocatable.items() if r != GPU}
+    out[GPU] = node.gpus * GPU_MILLI
+    return out
+
+
+def _pods(gang: Gang, option: list[tuple[Flavor, ...]]) -> list[_Pod]:
+    pods = []
+    for i, ps in enumerate(gang.pod_sets):
+        flavors = tuple(option[i]) if i < len(option) else ()
+        requests = tuple(sorted((r, v) for r, v in ps.requests.items() if v and r != GPU))
+        memory = ps.gpu_memory if ps.gpus else 0
+        key = (
+            tuple(sorted(ps.node_selector.items())),
+            ps.node_affinity,
+            ps.tolerations,
+            ps.gpu_models if ps.gpus else (),
+            tuple(f.name for f in flavors),
+            tuple(r for r, _ in requests),
+            ps.gpus,
+            memory,
+        )
+        pod = _Pod(ps, flavors, requests, ps.gpus, ps.gpu_milli if ps.gpus else 0, memory, key)
+        pods.extend([pod] * ps.count)
+    pods.sort(key=lambda p: (-(p.gpus * min(p.milli, GPU_MILLI)), -sum(v for _, v in p.requests)))
+    return pods
+
+
+def _shape(gang: Gang, option: list[tuple[Flavor, ...]]) -> tuple:
+    return (
+        tuple(
+            (
+                ps.count,
+                tuple(sorted(ps.requests.items())),
+                ps.gpus,
+                ps.gpu_milli,
+                ps.gpu_memory,
+                ps.gpu_models,
+                tuple(sorted(ps.node_selector.items())),
+                ps.node_affinity,
+                ps.tolerations,
+                ps.topology_required,
+                ps.anti_affinity,
+            )
+            for ps in gang.pod_sets
+        ),
+        tuple(tuple(f.name for f in fl) for fl in option),
+    )
+
+
+def _topology(gang: Gang) -> str | None:
+    return next((ps.topology_required for ps in gang.pod_sets if ps.topology_required), None)
+
+
+def _share_milli(pod: _Pod, node: Node) -> int:
+    if pod.memory:
+        if node.gpu_memory < pod.memory or node.gpu_memory <= 0:
+            return GPU_MILLI + 1
+        return -(-pod.memory * GPU_MILLI // node.gpu_memory)
+    return pod.milli
+
+
+def _static_problem(pod: _Pod, node: Node) -> str:
+    """Why the pod can never go to ``node``, by the scheduler's static filters; "" when it may."""
+    ps = pod.pod_set
+    wanted: dict[str, str] = {}
+    for f in pod.flavors:
+        wanted.update(f.node_labels)
+    wanted.update(ps.node_selector)
+    for k, v in wanted.items():
+        if node.labels.get(k) != v:
+            return f"its nodes lack the label {k}={v}"
+    if ps.node_affinity and not any(t.matches(node.labels) for t in ps.node_affinity):
+        return "its nodes do not match the pods' required node affinity"
+    tolerations = ps.tolerations + tuple(t for f in pod.flavors for t in f.tolerations)
+    for taint in node.taints:
+        if taint.effect in _BLOCKING and not any(t.tolerates(taint) for t in tolerations):
+            return f"the pods do not tolerate its taint {taint}"
+    if pod.gpus:
+        if node.gpus < pod.gpus:
+            return f"its nodes have {node.gpus} GPU(s) and a pod needs {pod.gpus}"
+        if ps.gpu_models and node.gpu_model not in ps.gpu_models:
+            return f"its GPU model {node.gpu_model or '(none)'} is not one of {', '.join(ps.gpu_models)}"
+        if pod.memory and node.gpu_memory < pod.memory:
+            return "its GPUs have too little memory for the pods' share"
+    for r, _ in pod.requests:
+        if r not in node.allocatable:
+            return f"its nodes offer no {r}"
+    return ""
