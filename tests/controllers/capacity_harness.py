@@ -33,6 +33,10 @@ class CapacityHarness(Harness):
         self.manager = Manager(store, ManagerConfig(home=home, clock=self.clock, **settings), runtime=self.rt)
         self.manager.open()
 
+    def settle(self, until: Any = None, passes: int = 40) -> None:
+        self.rt.clock = self.clock.now  # the pods' start and finish times follow the harness clock
+        super().settle(until, passes)
+
     def claims(self) -> list[Obj]:
         return sorted(self.store.list("NodeClaim").items, key=lambda c: c["metadata"]["name"])
 

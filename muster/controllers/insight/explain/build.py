@@ -7,6 +7,7 @@ import muster.controllers.insight.explain.pending as pending_facts
 from muster.api.conditions import condition, latest_condition
 from muster.api.lifecycle import phase
 from muster.api.quantity import fmt_amount
+from muster.controllers.insight.explain.capacity import capacity_facts
 from muster.controllers.insight.explain.facts import (
     Explanation,
     FailureFacts,
@@ -146,6 +147,12 @@ def _workload(wl: Obj, ctx: WhyContext, ex: Explanation) -> Explanation:
         return ex
     ex.state = "Pending"
     pending_facts.fill_pending(ex, wl, cq, ctx)
+    waiting = capacity_facts(wl, ctx)
+    if waiting is not None:
+        ex.capacity = waiting
+        ex.blocker = waiting.message
+        ex.summary = f"{ex.ref} is {waiting.message}"
+        ex.unblock = [f"nothing to do: {waiting.message}", *ex.unblock]
     return ex
 
 

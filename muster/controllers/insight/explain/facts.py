@@ -11,11 +11,13 @@ from muster.api.lifecycle import exit_code, phase
 from muster.controllers.insight.usage import QuotaRow
 
 __all__ = [
+    "CapacityFacts",
     "Explanation",
     "FailureFacts",
     "FitsWhen",
     "Fragmentation",
     "NodeVerdict",
+    "NodeWait",
     "Obj",
     "Placement",
     "PodFacts",
@@ -52,6 +54,7 @@ class WhyContext:
     cohorts: Sequence[Obj] = ()
     priority_classes: Sequence[Obj] = ()
     jobs: Sequence[Obj] = ()
+    node_claims: Sequence[Obj] = ()  # the nodes coming up (a Workload may wait for one)
 
 
 @dataclass
@@ -142,6 +145,24 @@ class Placement:
 
 
 @dataclass
+class NodeWait:
+    """One node a waiting Workload is planned onto."""
+
+    claim: str
+    pool: str
+    phase: str  # the NodeClaim's: Pending, Launched
+    eta_seconds: float | None = None  # until the node should be Ready; None: unknown
+    error: str = ""  # the provider's last error
+    next_attempt_seconds: float | None = None  # until the provider is asked again
+
+
+@dataclass
+class CapacityFacts:
+    nodes: list[NodeWait] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
 class Explanation:
     kind: str
     namespace: str | None
@@ -162,6 +183,7 @@ class Explanation:
     nodes: list[NodeVerdict] = field(default_factory=list)  # a waiting Workload's per-node verdicts
     fragmentation: Fragmentation | None = None
     fits_when: FitsWhen | None = None
+    capacity: CapacityFacts | None = None  # the nodes coming up for a waiting Workload
 
     @property
     def ref(self) -> str:
