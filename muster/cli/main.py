@@ -5,6 +5,7 @@ from __future__ import annotations
 # Command modules register on `app` when imported; keep this list sorted.
 from muster.cli import (  # noqa: F401
     apply,
+    cost,
     delete,
     demo,
     describe,

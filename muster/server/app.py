@@ -27,7 +27,7 @@ from muster.server.auth import BearerAuth, TokenSet
 from muster.server.dashboard import install_dashboard
 from muster.server.errors import install_error_handlers
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
-from muster.server.routes import actions, apply, faults, insight, logs, system
+from muster.server.routes import actions, apply, capacity, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
 from muster.store import Store
@@ -112,6 +112,7 @@ def create_app(
     app.include_router(logs.router)
     app.include_router(insight.router)
     app.include_router(faults.router)
+    app.include_router(capacity.router)
     app.include_router(actions.router)
     for info in registry.kinds():
         app.include_router(kind_router(info))

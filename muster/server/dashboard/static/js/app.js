@@ -10,6 +10,7 @@ import queues from "./pages/queues.js";
 import nodes from "./pages/nodes.js";
 import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
+import cost from "./pages/cost.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
 const ROUTES = [
@@ -20,6 +21,7 @@ const ROUTES = [
   [/^\/workflows\/([^/]+)\/([^/]+)$/, "workflows", workflow],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],
+  [/^\/cost$/, "cost", cost],
 ];
 
 const main = document.getElementById("main");
