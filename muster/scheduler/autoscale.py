@@ -29,7 +29,7 @@ it are ranked once, and the nodes one pool needs for a shape are computed once, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from muster.scheduler.snapshot import GPU, GPU_MILLI, Flavor, Node, PodSet
@@ -150,6 +150,7 @@ class _Pod:
     milli: int
     memory: int  # bytes of one GPU, for memory-sized shares
     key: tuple  # everything the static checks read
+    kid: int = -1  # ``key`` interned by the planner (cheap to hash)
 
     @property
     def anti(self) -> bool:
@@ -163,9 +164,23 @@ class _Pod:
 class _Room:
     """Room being filled by the plan: free resources and devices, and the gangs on it."""
 
-    __slots__ = ("eta", "free", "gpu", "launch", "node", "pool", "ready", "slot", "source", "users")
+    __slots__ = (
+        "cls",
+        "eta",
+        "free",
+        "gpu",
+        "launch",
+        "max_free",
+        "node",
+        "pool",
+        "ready",
+        "slot",
+        "source",
+        "users",
+        "whole",
+    )
 
-    def __init__(self, node: Node, free: dict[str, int], gpu: list[int], pool: str | None) -> None:
+    def __init__(self, node: Node, free: dict[str, int], gpu: list[int], pool: str | None, cls: int) -> None:
         self.node = node
         self.free = free
         self.gpu = gpu
@@ -176,6 +191,10 @@ class _Room:
         self.launch = -1  # its index in ScalePlan.launch
         self.slot = -1  # its index in _Planner.rooms
         self.users: set[str] = set()
+        # Rooms of one class look the same to the static checks (labels, taints, GPUs, pool).
+        self.cls = cls
+        self.whole = gpu.count(GPU_MILLI)  # devices entirely free
+        self.max_free = max(gpu, default=0)  # the most free milli on one device
 
     @property
     def name(self) -> str:
@@ -191,9 +210,9 @@ class _Room:
         if not pod.gpus:
             return True
         if pod.whole:
-            return self.gpu.count(GPU_MILLI) >= pod.gpus
+            return self.whole >= pod.gpus
         need = _share_milli(pod, self.node)
-        return need <= GPU_MILLI and any(d >= need for d in self.gpu)
+        return need <= self.max_free
 
     def take(self, pod: _Pod, gang: str) -> None:
         for r, v in pod.requests:
@@ -209,16 +228,60 @@ class _Room:
                 need = _share_milli(pod, self.node)
                 best = min((d, i) for i, d in enumerate(self.gpu) if d >= need)[1]
                 self.gpu[best] -= need
+            self.whole = self.gpu.count(GPU_MILLI)
+            self.max_free = max(self.gpu, default=0)
         self.users.add(gang)
 
     def copy(self) -> _Room:
-        other = _Room(self.node, dict(self.free), list(self.gpu), self.pool)
+        other = _Room(self.node, dict(self.free), list(self.gpu), self.pool, self.cls)
         other.ready, other.eta, other.source = self.ready, self.eta, self.source
         other.launch, other.slot, other.users = self.launch, self.slot, set(self.users)
         return other
 
+    def keep(self, other: _Room) -> None:
+        """Take the state of ``other`` (a copy that placed pods)."""
+        self.free, self.gpu, self.users = other.free, other.gpu, other.users
+        self.whole, self.max_free = other.whole, other.max_free
+
     def has_room(self) -> bool:
-        return any(d > 0 for d in self.gpu) or not self.node.gpus
+        return self.max_free > 0 or not self.node.gpus
+
+
+class _Open:
+    """The rooms of one class that may still take a pod, bucketed by their whole free GPUs, so
+    a pod asking for g GPUs looks only at rooms with at least g (fewest first: best fit)."""
+
+    __slots__ = ("buckets", "most", "pool", "sample")
+
+    def __init__(self, sample: _Room) -> None:
+        self.sample = sample  # any room of the class (the static checks read its node)
+        self.pool = sample.pool
+        self.buckets: dict[int, list[_Room]] = {}
+        self.most = -1  # the most whole GPUs free on one open room (-1: no open room)
+
+    def add(self, room: _Room) -> None:
+        if room.has_room():
+            self.buckets.setdefault(room.whole, []).append(room)
+            self.most = max(self.most, room.whole)
+
+    def moved(self, room: _Room, was: int) -> None:
+        """``room`` had ``was`` whole GPUs free before a commit."""
+        members = self.buckets.get(was)
+        if members is not None and room in members:
+            members.remove(room)
+            if not members:
+                del self.buckets[was]
+                self.most = max(self.buckets, default=-1)
+        self.add(room)
+
+    def may_fit(self, pod: _Pod) -> bool:
+        return self.most >= (pod.gpus if pod.gpus and pod.whole else 0)
+
+    def candidates(self, pod: _Pod) -> Iterator[_Room]:
+        need = pod.gpus if pod.gpus and pod.whole else 0
+        for k in sorted(self.buckets):
+            if k >= need:
+                yield from self.buckets[k]
 
 
 @dataclass(slots=True)
@@ -235,34 +298,61 @@ class _Planner:
     def __init__(self, pools: Sequence[Pool], bins: Sequence[Bin], ready_verdict: bool = True) -> None:
         self.ready_verdict = ready_verdict
         self.pools = {p.name: p for p in pools}
+        self._ids: dict[tuple, int] = {}
+        self.classes = {p.name: self._intern((p.name, _statics(p.template))) for p in pools}
         self.headroom = {p.name: p.headroom() for p in pools}
         self.rooms: list[_Room] = []
+        self._added = 0  # rooms opened so far
+        self._nofit: dict[tuple, int] = {}  # pod kind -> rooms opened when it last found no room
+        self._hopeless: dict[tuple, tuple[int, str]] = {}  # gang shape -> (rooms opened, why)
         for b in bins:
-            room = _Room(b.node, dict(b.free), list(b.gpu_free), b.pool)
+            room = _Room(
+                b.node, dict(b.free), list(b.gpu_free), b.pool, self._intern((b.pool, _statics(b.node)))
+            )
             room.ready, room.eta, room.source, room.slot = b.ready, b.eta, b, len(self.rooms)
             self.rooms.append(room)
+        self.open: dict[int, _Open] = {}  # rooms that may take a pod, by class
+        for room in self.rooms:
+            self._opened(room)
+        for pool in pools:  # every class a new room can have is known from the start
+            if self.classes[pool.name] not in self.open:
+                self.open[self.classes[pool.name]] = _Open(_fresh(pool, self.classes[pool.name]))
         self.planned: set[str] = set()  # existing nodes some gang is planned onto
         self._static: dict[tuple, str] = {}
-        self._ranked: dict[tuple, list[tuple[tuple, str]]] = {}
+        self._ranked: dict[tuple, tuple[list[tuple[tuple, str]], list[str]]] = {}
         self._counts: dict[tuple, int | None] = {}
+        self._fits: dict[tuple, int] = {}
+        self._compat: dict[int, tuple[list[int], list[int]]] = {}
+        self._option_cache: dict[tuple, list[tuple]] = {}
 
     # -- scale up ------------------------------------------------------------------------------
 
     def place(self, gang: Gang, out: ScalePlan) -> None:
         options = gang.options or [[() for _ in gang.pod_sets]]
+        shapes = tuple(_shape(gang, option) for option in options)
+        hopeless = self._hopeless.get(shapes)
+        if hopeless is not None and hopeless[0] == self._added:
+            # No room was opened since a gang of this shape found none, and pools only lose
+            # headroom: it finds none either.
+            out.unplaceable[gang.key] = hopeless[1]
+            return
         best: _Way | None = None
         why: list[str] = []
-        for option in options:
-            way = self._way(gang, option, why)
+        for option, shape in zip(options, shapes, strict=True):
+            way = self._way(gang, option, shape, why)
             if way is not None and (best is None or way.rank < best.rank):
                 best = way
         if best is None:
-            out.unplaceable[gang.key] = "; ".join(dict.fromkeys(why)) or "no NodePool can make a node for it"
+            reason = "; ".join(dict.fromkeys(why)) or "no NodePool can make a node for it"
+            out.unplaceable[gang.key] = reason
+            self._hopeless[shapes] = (self._added, reason)
             return
         waits: list[str] = []
         for changed in best.changed:
             live = self.rooms[changed.slot]
-            live.free, live.gpu, live.users = changed.free, changed.gpu, changed.users
+            was = live.whole
+            live.keep(changed)
+            self.open[live.cls].moved(live, was)
             if live.source is not None:
                 self.planned.add(live.name)
             else:
@@ -273,15 +363,15 @@ class _Planner:
             room.launch, room.slot = len(out.launch), len(self.rooms)
             out.launch.append(NewNode(best.pool, [gang.key]))
             self.rooms.append(room)
+            self._opened(room)
             waits.append(room.name)
         if best.new:
             self.headroom[best.pool] -= len(best.new)
         out.waits[gang.key] = list(dict.fromkeys(waits))
 
-    def _way(self, gang: Gang, option: list[tuple[Flavor, ...]], why: list[str]) -> _Way | None:
+    def _way(self, gang: Gang, option: list[tuple[Flavor, ...]], shape: tuple, why: list[str]) -> _Way | None:
         pods = _pods(gang, option)
         topology = _topology(gang)
-        shape = (_shape(gang, option), topology)
         ranked = self._ranking(shape, pods, why)
         if topology is None:
             way = self._onto_rooms(gang, pods, ready=True)
@@ -297,8 +387,8 @@ class _Planner:
         found: list[_Way] = []
         for rank, name in ranked:
             per_node = topology not in self.pools[name].template.labels
-            rooms = [r for r in self.rooms if r.pool == name and not r.ready and r.has_room()]
-            way = self._onto(gang, pods, rooms)
+            classes = {c: o for c, o in self.open.items() if o.pool == name}
+            way = self._onto(gang, pods, classes, ready=False)
             if per_node and way.changed and (way.new or len(way.changed) > 1):
                 way = _Way((), [], "", pods)
             if not way.new:
@@ -323,8 +413,8 @@ class _Planner:
         """The best pool for the pods ``way`` left: by rank, then the cost of the nodes needed,
         then their number, then the name; among the pools with room for them."""
         best: tuple | None = None
-        for rank, name in ranked:
-            count = self._count(shape, way.new, name, gang.key, per_node)
+        for key in self._options(shape, ranked, way.new, gang.key, per_node):
+            count, name = key[-2], key[-1]
             if count is None:
                 why.append(f"pool {name}: one of its nodes cannot hold the whole gang (topology {topology})")
                 continue
@@ -337,50 +427,113 @@ class _Planner:
                     + ")"
                 )
                 continue
-            key = (1, *rank, self.pools[name].price * count, count, name)
-            if best is None or key < best:
-                best = key
+            best = key  # the options come best first
+            break
         if best is None:
             return None
         name = best[-1]
         pack = self._pack(way.new, name, gang.key)
         return _Way(best, way.changed, name, pack)
 
-    def _onto_rooms(self, gang: Gang, pods: list[_Pod], ready: bool) -> _Way:
-        rooms = [r for r in self.rooms if (ready or not r.ready) and r.has_room()]
-        return self._onto(gang, pods, rooms)
+    def _options(
+        self,
+        shape: tuple | None,
+        ranked: list[tuple[tuple, str]],
+        pods: list[_Pod],
+        gang: str,
+        per_node: bool,
+    ) -> list[tuple]:
+        """Every pool's way to hold ``pods`` on new nodes, best first (rank, cost, nodes, name;
+        the count None where it cannot); cached per gang shape."""
+        key = (shape, per_node)
+        hit = self._option_cache.get(key) if shape is not None else None
+        if hit is None:
+            options = []
+            for rank, name in ranked:
+                count = self._count(shape, pods, name, gang, per_node)
+                cost = float("inf") if count is None else self.pools[name].price * count
+                options.append((1, *rank, cost, count if count is not None else 1 << 30, name))
+            options.sort()
+            hit = [(*o[:-2], None if o[-2] == 1 << 30 else o[-2], o[-1]) for o in options]
+            if shape is not None:
+                self._option_cache[key] = hit
+        return hit
 
-    def _onto(self, gang: Gang, pods: list[_Pod], rooms: list[_Room]) -> _Way:
-        """Place what fits on ``rooms`` (copies are changed); ``new`` holds the pods left."""
+    def _onto_rooms(self, gang: Gang, pods: list[_Pod], ready: bool) -> _Way:
+        return self._onto(gang, pods, self.open, ready)
+
+    def _onto(self, gang: Gang, pods: list[_Pod], classes: dict[int, _Open], ready: bool) -> _Way:
+        """Place what fits on the open rooms of ``classes`` (Ready ones too when ``ready``);
+        the rooms changed are copies; ``new`` holds the pods left."""
         copies: dict[int, _Room] = {}
         left: list[_Pod] = []
+        failed: set[int] = set()  # pods like one that found no room find none either
         for pod in pods:
-            for room in rooms:
-                if self._problem(pod, room.node, room.pool):
+            nofit = (pod.kid, pod.requests, pod.milli, pod.memory, ready) if classes is self.open else None
+            if id(pod) in failed or (nofit is not None and self._nofit.get(nofit) == self._added):
+                left.append(pod)
+                continue
+            placed = False
+            for cls in self._compatible(pod):
+                opened = classes.get(cls)
+                if opened is None or not opened.may_fit(pod):
                     continue
-                trial = copies.get(room.slot) or room
-                if trial.fits(pod, gang.key):
-                    if trial is room:
-                        trial = copies[room.slot] = room.copy()
-                    trial.take(pod, gang.key)
+                for room in opened.candidates(pod):
+                    if room.ready and not ready:
+                        continue
+                    trial = copies.get(room.slot) or room
+                    if trial.fits(pod, gang.key):
+                        if trial is room:
+                            trial = copies[room.slot] = room.copy()
+                        trial.take(pod, gang.key)
+                        placed = True
+                        break
+                if placed:
                     break
-            else:
+            if not placed:
+                failed.add(id(pod))
+                if not copies and nofit is not None:  # a fact about the open rooms, not this gang
+                    self._nofit[nofit] = self._added
                 left.append(pod)
         return _Way((), list(copies.values()), "", left)  # type: ignore[arg-type]
 
+    def _compatible(self, pod: _Pod) -> list[int]:
+        """The classes of rooms the pod may ever go to (cached per kind of pod)."""
+        if pod.kid < 0:
+            pod.kid = self._intern(pod.key)
+        hit = self._compat.get(pod.kid)
+        if hit is None or len(hit[0]) != len(self.open):
+            known = list(self.open)
+            hit = self._compat[pod.kid] = (
+                known,
+                [c for c in known if not self._problem(pod, self.open[c].sample.node, c)],
+            )
+        return hit[1]
+
+    def _opened(self, room: _Room) -> None:
+        opened = self.open.get(room.cls)
+        if opened is None:
+            opened = self.open[room.cls] = _Open(room)
+        opened.add(room)
+        self._added += 1  # rooms only lose room otherwise: a pod that found none may find this
+
     def _ranking(self, shape: tuple, pods: list[_Pod], why: list[str]) -> list[tuple[tuple, str]]:
         """Pools that could ever host the gang, with their rank: weight first, then spot."""
+        for pod in pods:
+            if pod.kid < 0:
+                pod.kid = self._intern(pod.key)
+        # which pools may host it depends on its kinds of pod, not on how many there are
+        shape = tuple(sorted({(p.kid, p.requests, p.milli) for p in pods}))
         hit = self._ranked.get(shape)
         if hit is None:
-            hit = [
+            ranked = [
                 ((-pool.weight, 0 if pool.spot else 1), pool.name)
                 for pool in self.pools.values()
                 if not self._unfit(pods, pool)
             ]
-            self._ranked[shape] = hit
-        if not hit:
-            why.extend(self._unfit_all(pods))
-        return hit
+            hit = self._ranked[shape] = (ranked, [] if ranked else self._unfit_all(pods))
+        why.extend(hit[1])
+        return hit[0]
 
     def _unfit_all(self, pods: list[_Pod]) -> list[str]:
         if not self.pools:
@@ -388,14 +541,31 @@ class _Planner:
         return [f"pool {p.name}: {self._unfit(pods, p)}" for p in self.pools.values()]
 
     def _unfit(self, pods: list[_Pod], pool: Pool) -> str:
-        fresh = _fresh(pool)
-        for pod in pods:
-            problem = self._problem(pod, pool.template, pool.name)
+        for pod in dict.fromkeys(pods):
+            problem = self._problem(pod, pool.template, self.classes[pool.name])
             if problem:
                 return problem
-            if not fresh.fits(pod, ""):
+            if not self._per_node(pod, pool):
                 return "a pod needs more than one of its nodes has"
         return ""
+
+    def _per_node(self, pod: _Pod, pool: Pool) -> int:
+        """How many pods like ``pod`` one empty node of ``pool`` holds (anti-affinity: 1)."""
+        key = (pod.kid if pod.kid >= 0 else pod.key, pod.requests, pod.milli, pool.name)
+        hit = self._fits.get(key)
+        if hit is None:
+            t = pool.template
+            most = 1 if pod.anti else 1 << 30
+            for r, v in pod.requests:
+                most = min(most, t.allocatable.get(r, 0) // v)
+            if pod.gpus:
+                if pod.whole:
+                    most = min(most, t.gpus // pod.gpus)
+                else:
+                    need = _share_milli(pod, t)
+                    most = min(most, t.gpus * (GPU_MILLI // need) if need <= GPU_MILLI else 0)
+            hit = self._fits[key] = max(most, 0)
+        return hit
 
     def _count(
         self, shape: tuple | None, pods: list[_Pod], pool: str, gang: str, per_node: bool
@@ -405,8 +575,14 @@ class _Planner:
         key = (shape, pool)
         if shape is not None and key in self._counts:
             return self._counts[key]
-        count: int | None = len(self._pack(pods, pool, gang))
-        if per_node and count != 1:
+        kinds = dict.fromkeys(pods)
+        if len(kinds) == 1:
+            # one kind of pod (the usual gang): identical nodes each hold per_node of them
+            per = self._per_node(next(iter(kinds)), self.pools[pool])
+            count: int | None = -(-len(pods) // per) if per else None
+        else:
+            count = len(self._pack(pods, pool, gang))
+        if count is None or (per_node and count != 1):
             count = None
         if shape is not None:
             self._counts[key] = count
@@ -422,17 +598,22 @@ class _Planner:
                     room.take(pod, gang)
                     break
             else:
-                room = _fresh(template)
+                room = _fresh(template, self.classes[pool])
                 room.take(pod, gang)
                 rooms.append(room)
         return rooms
 
-    def _problem(self, pod: _Pod, node: Node, pool: str | None) -> str:
-        key = (pod.key, node.name, pool, node.gpus)
+    def _problem(self, pod: _Pod, node: Node, cls: int) -> str:
+        if pod.kid < 0:
+            pod.kid = self._intern(pod.key)
+        key = (pod.kid, cls)
         hit = self._static.get(key)
         if hit is None:
             hit = self._static[key] = _static_problem(pod, node)
         return hit
+
+    def _intern(self, key: tuple) -> int:
+        return self._ids.setdefault(key, len(self._ids))
 
     def top_up(self, out: ScalePlan) -> None:
         for pool in self.pools.values():
@@ -470,9 +651,23 @@ class _Planner:
         return removed
 
 
-def _fresh(pool: Pool) -> _Room:
+def _statics(node: Node) -> tuple:
+    """What the static checks read of a node (two nodes alike here are alike to them)."""
+    return (
+        tuple(sorted(node.labels.items())),
+        node.taints,
+        node.gpus,
+        node.gpu_model,
+        node.gpu_memory,
+        tuple(sorted(node.allocatable)),
+    )
+
+
+def _fresh(pool: Pool, cls: int) -> _Room:
     t = pool.template
-    room = _Room(t, {r: v for r, v in t.allocatable.items() if r != GPU}, [GPU_MILLI] * t.gpus, pool.name)
+    room = _Room(
+        t, {r: v for r, v in t.allocatable.items() if r != GPU}, [GPU_MILLI] * t.gpus, pool.name, cls
+    )
     room.eta = pool.eta
     return room
 
@@ -501,7 +696,8 @@ def _pods(gang: Gang, option: list[tuple[Flavor, ...]]) -> list[_Pod]:
         )
         pod = _Pod(ps, flavors, requests, ps.gpus, ps.gpu_milli if ps.gpus else 0, memory, key)
         pods.extend([pod] * ps.count)
-    pods.sort(key=lambda p: (-(p.gpus * min(p.milli, GPU_MILLI)), -sum(v for _, v in p.requests)))
+    if len(gang.pod_sets) > 1:  # largest first; one pod set is one kind of pod
+        pods.sort(key=lambda p: (-(p.gpus * min(p.milli, GPU_MILLI)), -sum(v for _, v in p.requests)))
     return pods
 
 

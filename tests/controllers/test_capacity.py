@@ -72,7 +72,9 @@ def test_spot_is_chosen_for_work_that_tolerates_it_and_on_demand_for_the_rest(ca
     cap.clock.advance(30)
     cap.settle()
     node = cap.get("Node", spot["metadata"]["name"], None)
-    assert {"key": "muster.dev/capacity-type", "value": "spot", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert {"key": "muster.dev/capacity-type", "value": "spot", "effect": "NoSchedule"} in node["spec"][
+        "taints"
+    ]
     assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
     assert cap.pods()["tolerant-worker-0"]["spec"]["nodeName"] == node["metadata"]["name"]
 
