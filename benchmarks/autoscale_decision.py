@@ -142,7 +142,8 @@ def main(argv: list[str]) -> int:
         used[n.pool] = used.get(n.pool, 0) + 1
     spot = sum(c for p, c in used.items() if next(x for x in pools if x.name == p).spot)
     print(
-        f"autoscale plan: {args.gangs} pending gangs, {args.pools} pools, {len(bins)} nodes ({args.ready_nodes} Ready)"
+        f"autoscale plan: {args.gangs} pending gangs, {args.pools} pools, {len(bins)} nodes "
+        f"({args.ready_nodes} Ready)"
     )
     print(
         f"  decision time: median {median:.1f} ms, best {best:.1f} ms over {args.runs} runs; CPU time "

@@ -169,7 +169,7 @@ def test_every_plan_fits_its_pools_and_holds_every_planned_gang(gangs_in, pools_
     assert all(per_pool[p.name] <= p.max_nodes for p in pools)
     gpus = {p.name: p.template.gpus for p in pools}
     assert sum(gpus[n.pool] for n in out.launch) >= sum(
-        n * g for (n, g), gg in zip(gangs_in, gangs) if gg.key in out.waits
+        n * g for (n, g), gg in zip(gangs_in, gangs, strict=True) if gg.key in out.waits
     )
     for g in gangs:
         assert (g.key in out.waits) != (g.key in out.unplaceable)

@@ -1,4 +1,5 @@
-"""A manager harness on a runtime that hosts virtual nodes, for the capacity tests."""
+"""A manager harness on a runtime that hosts virtual nodes (the local provider makes its nodes
+there), for the capacity tests."""
 
 from __future__ import annotations
 

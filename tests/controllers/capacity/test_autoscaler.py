@@ -14,7 +14,7 @@ from muster.providers.base import ProviderError
 from muster.providers.local import LocalProvider
 from muster.runtime.base import VirtualNodeSpec
 from muster.server.views import StoreSource
-from tests.controllers.capacity_harness import CapacityHarness, cap, pool  # noqa: F401
+from tests.controllers.capacity.conftest import CapacityHarness, pool
 from tests.controllers.conftest import job
 
 
