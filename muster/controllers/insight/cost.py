@@ -18,6 +18,7 @@ The rules (docs/cost.md; OpenCost's allocation model, with GPUs as the allocated
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -201,7 +202,7 @@ def _share(spec: Obj) -> float:
 def _edges(start: float, end: float, bucket: float | None) -> list[float]:
     if not bucket or bucket <= 0:
         return []
-    n = min(int((end - start) // bucket) + 1, 1000)
+    n = min(max(1, math.ceil((end - start) / bucket)), 1000)
     edges = [start + i * bucket for i in range(n + 1)]
     edges[-1] = max(edges[-1], end)
     return edges
