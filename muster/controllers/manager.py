@@ -315,11 +315,12 @@ class Manager:
             }
         self._reconcile_jobs(jobs)
         self._reconcile_workloads(changed, full)
-        if self._scheduling_needed(changed, full):
+        scheduled = self._scheduling_needed(changed, full)
+        if scheduled:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
-        self.capacity.reconcile(changed, full)
+        self.capacity.reconcile(changed, full, scheduled)
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:

@@ -124,10 +124,21 @@ class ScalePlan:
     remove: list[tuple[str, str]] = field(default_factory=list)
 
 
-def plan(gangs: Sequence[Gang], pools: Sequence[Pool], bins: Sequence[Bin], now: float = 0.0) -> ScalePlan:
+def plan(
+    gangs: Sequence[Gang],
+    pools: Sequence[Pool],
+    bins: Sequence[Bin],
+    now: float = 0.0,
+    *,
+    ready_verdict: bool = True,
+) -> ScalePlan:
     """Decide the scale-up for ``gangs`` and the scale-down of idle pool nodes (module doc).
-    Nothing passed in is changed."""
-    planner = _Planner(pools, bins)
+
+    ``ready_verdict`` False drops the rule that a gang the scheduler could not place is never
+    planned onto Ready nodes alone: for gangs that run (may they move elsewhere?), and for
+    verdicts older than a Ready node (the scheduler has not seen its room yet). Nothing
+    passed in is changed."""
+    planner = _Planner(pools, bins, ready_verdict)
     out = ScalePlan()
     for gang in sorted(gangs, key=lambda g: (-g.priority, g.queue_time, g.namespace, g.name)):
         planner.place(gang, out)

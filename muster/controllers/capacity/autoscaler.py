@@ -56,7 +56,9 @@ class Autoscaler:
         self.last: ScalePlan | None = None
         self._told: dict[str, str] = {}  # workload -> the NotScaledUp reason last recorded
 
-    def reconcile(self) -> None:
+    def reconcile(self, ready_verdict: bool = True) -> None:
+        """Plan and apply; ``ready_verdict`` False: the scheduler's verdicts predate a Ready node,
+        so the planner may count on the Ready nodes' room (see :func:`plan`)."""
         cache, now = self.ctx.cache, self.ctx.now()
         pools = {p["metadata"]["name"]: p for p in cache.list("NodePool")}
         claims = cache.list("NodeClaim")
@@ -75,7 +77,7 @@ class Autoscaler:
         if not gangs and not pools:
             self.last = ScalePlan()
             return
-        decided = plan(gangs, views, bins, now)
+        decided = plan(gangs, views, bins, now, ready_verdict=ready_verdict)
         self.last = decided
         made = self._launch(decided, pools, now)
         self._record_waits(decided, made, claims, now)

@@ -49,6 +49,7 @@ class CapacityController:
         self.autoscaler = Autoscaler(ctx)
         self.ledger = Ledger(ctx, retention_days)
         self._notices: queue.SimpleQueue[tuple[str, float, str, Future[Obj]]] = queue.SimpleQueue()
+        self._judged: frozenset[str] = frozenset()  # Ready nodes when the scheduler last ran
 
     def request_interruption(self, node: str, at: float, action: str = "terminate") -> Future[Obj]:
         """(Any thread.) Queue a spot notice for ``node``; the future holds its NodeClaim once
@@ -58,7 +59,12 @@ class CapacityController:
         self.ctx.cache.mark([("Node", "", node)])  # wakes the manager
         return future
 
-    def reconcile(self, changed: dict[Key, Obj | None], full: bool) -> None:
+    def reconcile(self, changed: dict[Key, Obj | None], full: bool, scheduled: bool = True) -> None:
+        """One pass; ``scheduled``: the scheduler ran in this pass, so its verdicts on the
+        pending Workloads are about the nodes as they are now."""
+        ready = _ready_nodes(self.ctx.cache.list("Node"))
+        if scheduled:
+            self._judged = ready
         notices = self._take_notices()
         if not (full or notices or any(k[0] in _KINDS for k in changed)):
             return
@@ -70,7 +76,9 @@ class CapacityController:
                 or self._watching(claim)
             ):
                 self.claims.reconcile(claim)
-        self.autoscaler.reconcile()
+        # A Ready node the scheduler has not seen yet makes its "no room" verdicts stale: the
+        # planner may then count on that node instead of asking for another one.
+        self.autoscaler.reconcile(ready_verdict=ready <= self._judged)
         if full or any(k[0] == "NodePool" for k in changed):
             try:
                 sync_default_cluster_queue(self.ctx.store)
@@ -99,3 +107,15 @@ class CapacityController:
     def _watching(self, claim: Obj) -> bool:
         """Claims whose step depends on other objects (their Node, its pods) look every pass."""
         return str((claim.get("status") or {}).get("phase") or "Pending") in ("Launched", "Draining", "Ready")
+
+
+def _ready_nodes(nodes: list[Obj]) -> frozenset[str]:
+    return frozenset(
+        n["metadata"]["name"]
+        for n in nodes
+        if not (n.get("spec") or {}).get("unschedulable")
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions") or []
+        )
+    )
