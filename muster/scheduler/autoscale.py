@@ -75,7 +75,9 @@ class Bin:
     """Room on a node: a Ready node's free resources, or a node coming up (``ready`` False,
     ``eta`` seconds from now). ``node`` holds labels, taints and GPUs; ``free`` the free
     units of the other resources; ``gpu_free`` each device's free milli-GPU. ``empty_since``
-    (a pool node with nothing on it) lets the planner remove it."""
+    (a pool node with nothing on it) lets the planner remove it. ``kind`` may name what the
+    static checks read of the node (labels, taints, GPUs), so that bins of one kind are checked
+    once; two bins of one kind must agree on those (None: the planner reads them)."""
 
     node: Node
     free: dict[str, int]
@@ -84,6 +86,7 @@ class Bin:
     ready: bool = True
     eta: float = 0.0
     empty_since: float | None = None
+    kind: tuple | None = None  # what the static checks read of ``node``, when the caller knows it
 
 
 @dataclass(slots=True)

@@ -192,6 +192,7 @@ class ElasticReplay(TimedReplay):
         self.next_plan = 0.0
         self.plan_due = False
         self.empty_since: dict[str, float] = {}
+        self._nodes: dict[str, Node] = {}  # the planner's view of each node, kept between plans
         self.launched: dict[str, int] = {p.name: 0 for p in elastic.pools}
         self.interruptions = 0
         self.spot_lost = 0.0
@@ -376,26 +377,27 @@ class ElasticReplay(TimedReplay):
     def _bins(self) -> list[Bin]:
         out = []
         table = self.table
+        free_rows = table.gpu_free.tolist()
         for i, name in enumerate(table.names):
             m = self.provider.machines.get(name)
             if m is not None and m.draining:
                 continue
-            gpus = [int(v) for v in table.gpu_free[i] if v >= 0]
-            empty = sum(gpus) == GPU_MILLI * len(gpus)
+            gpus = [v for v in free_rows[i] if v >= 0]
             if m is not None:
-                if empty:
+                if sum(gpus) == GPU_MILLI * len(gpus):
                     self.empty_since.setdefault(name, self.now)
                 else:
                     self.empty_since.pop(name, None)
-            node = Node(name, gpus=len(gpus), gpu_model=m.pool.gpu_model if m else self.cluster.gpu_model)
+            pool = m.pool.name if m else None
             out.append(
                 Bin(
-                    node,
+                    self._plain(name, len(gpus), m.pool.gpu_model if m else self.cluster.gpu_model),
                     {},
                     gpus,
-                    pool=m.pool.name if m else None,
+                    pool=pool,
                     ready=True,
                     empty_since=self.empty_since.get(name) if m else None,
+                    kind=(pool, len(gpus)),
                 )
             )
         for m in self.provider.machines.values():
@@ -408,9 +410,16 @@ class ElasticReplay(TimedReplay):
                         pool=m.pool.name,
                         ready=False,
                         eta=max(0.0, m.ready_at - self.now),
+                        kind=(m.pool.name, m.pool.gpus),
                     )
                 )
         return out
+
+    def _plain(self, name: str, gpus: int, model: str) -> Node:
+        node = self._nodes.get(name)
+        if node is None:
+            node = self._nodes[name] = Node(name, gpus=gpus, gpu_model=model)
+        return node
 
     def _gangs(self) -> list[Gang]:
         out = []
@@ -458,7 +467,11 @@ class ElasticReplay(TimedReplay):
         ]
 
     def _empty(self, node: str) -> bool:
-        return not self._jobs_on(node)
+        """No job on the node: every GPU of it is free (every job here asks for GPUs)."""
+        i = self.table.index.get(node)
+        if i is None:
+            return not self._jobs_on(node)
+        return bool(self.table.full_free[i] == self.table.gpu_total[i])
 
     def _gpus_up(self) -> int:
         up = sum(

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.controllers.capacity.conftest import CapacityHarness, pool
 from tests.controllers.conftest import job
 
@@ -57,3 +59,68 @@ def test_a_failing_hook_leaves_the_claim_pending_with_its_message(cap: CapacityH
     )
     pool_obj = cap.get("NodePool", "gpu", None)
     assert any(r == "ProvisioningFailed" for r, _ in cap.events(pool_obj))
+
+
+def _ckpt_job(name: str, gpus: int, checkpointable: bool = True) -> dict:
+    doc = job(name, workers=1, gpus=gpus)
+    if checkpointable:
+        template = doc["spec"]["replicaSpecs"]["Worker"]["template"]
+        template["metadata"] = {"annotations": {"muster.dev/checkpointable": "true"}}
+    return doc
+
+
+def _run_on_nodes(cap: CapacityHarness) -> dict[str, str]:
+    cap.clock.advance(30)
+    cap.settle()
+    cap.rt.run_all()
+    cap.settle()
+    return {
+        name: p["spec"]["nodeName"] for name, p in cap.pods().items() if p["status"].get("phase") == "Running"
+    }
+
+
+@pytest.mark.parametrize("checkpointable", [True, False])
+def test_an_underused_node_is_repacked_when_its_pods_checkpoint(cap: CapacityHarness, checkpointable: bool):
+    repack = pool(
+        consolidation={"repackUnderutilized": True, "ttlSecondsAfterEmpty": 60, "utilizationThreshold": 0.5}
+    )
+    cap.apply(repack, _ckpt_job("small", 1, checkpointable), _ckpt_job("other", 2))
+    cap.settle()
+    first = _run_on_nodes(cap)
+    assert first["small-worker-0"] == first["other-worker-0"]
+    cap.apply(_ckpt_job("mid", 2))
+    cap.settle()
+    placed = _run_on_nodes(cap)
+    node1, node2 = placed["small-worker-0"], placed["mid-worker-0"]
+    assert node1 != node2
+    cap.rt.exit("default/other-worker-0", 0)
+    cap.settle()
+    cap.clock.advance(61)
+    cap.settle()
+    claim1 = next(c for c in cap.claims() if c["status"].get("nodeName") == node1)
+    if not checkpointable:
+        assert claim1["status"]["phase"] == "Ready", "a pod that cannot checkpoint pins its node"
+        return
+    assert claim1["status"]["phase"] in ("Draining", "Terminating", "Terminated")
+    assert "under-used (25% of its GPUs allocated" in " ".join(
+        m for _, m in cap.events(cap.get("NodePool", "gpu", None))
+    )
+    cap.rt.run_all()
+    cap.settle()
+    assert cap.pods()["small-worker-0"]["spec"]["nodeName"] == node2
+    assert "NodeDrained" in [r for r, _ in cap.events(cap.get("Workload", "small"))]
+    assert (
+        next(c for c in cap.claims() if c["metadata"]["name"] == claim1["metadata"]["name"])["status"][
+            "phase"
+        ]
+        == "Terminated"
+    )
+
+
+def test_min_nodes_are_kept_up(cap: CapacityHarness):
+    cap.apply(pool(minNodes=1))
+    cap.settle()
+    assert cap.phases() == ["Launched"] and "keeps minNodes 1" in cap.claims()[0]["spec"]["reason"]
+    cap.clock.advance(3600)
+    cap.settle()
+    assert cap.phases() == ["Ready"], "an idle node the pool must keep stays"
