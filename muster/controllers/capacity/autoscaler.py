@@ -219,6 +219,7 @@ class Autoscaler:
             if created is None:
                 continue
             made[f"{new.pool}#{i}"] = name
+            self.ctx.metrics.scale_events.labels(new.pool, "up").inc()
             eta = float(spec.get("provisioningDelaySeconds", 60.0))
             self.ctx.event(created, EventSpec("Normal", "Requested", reason))
             self.ctx.event(pool, EventSpec("Normal", "ScaleUp", f"node {name} asked for, {reason}"))
@@ -280,6 +281,7 @@ class Autoscaler:
             if stored is None:
                 continue
             self.ctx.event(stored, event)
+            self.ctx.metrics.scale_events.labels(claim["spec"]["nodePool"], "down").inc()
             pool = pools.get(claim["spec"]["nodePool"])
             if pool is not None:
                 self.ctx.event(pool, EventSpec("Normal", "ScaleDown", f"node {node} removed: {why}"))
