@@ -318,7 +318,8 @@ class _Planner:
         self.rooms: list[_Room] = []
         self._added = 0  # rooms opened so far
         self._nofit: dict[tuple, int] = {}  # pod kind -> rooms opened when it last found no room
-        self._hopeless: dict[tuple, tuple[int, str]] = {}  # gang shape -> (rooms opened, why)
+        self._hopeless: dict[tuple, tuple] = {}  # gang shapes -> (what it depends on, its state, why)
+        self._class_added: dict[int, int] = {}  # rooms opened per class
         for b in bins:
             room = _Room(
                 b.node, dict(b.free), list(b.gpu_free), b.pool, self._intern((b.pool, _statics(b.node)))
@@ -345,21 +346,29 @@ class _Planner:
         options = gang.options or [[() for _ in gang.pod_sets]]
         shapes = tuple(_shape(gang, option) for option in options)
         hopeless = self._hopeless.get(shapes)
-        if hopeless is not None and hopeless[0] == self._added:
-            # No room was opened since a gang of this shape found none, and pools only lose
-            # headroom: it finds none either.
-            out.unplaceable[gang.key] = hopeless[1]
+        if hopeless is not None and self._still_hopeless(*hopeless[:2]):
+            # No room of a class it may use was opened, and no pool it may use changed its
+            # headroom, since a gang of this shape found no way: it finds none either.
+            out.unplaceable[gang.key] = hopeless[2]
             return
         best: _Way | None = None
-        why: list[str] = []
+        why: list = []  # reasons (tuples, worded when needed) why pools cannot take it
         for option, shape in zip(options, shapes, strict=True):
             way = self._way(gang, option, shape, why)
             if way is not None and (best is None or way.rank < best.rank):
                 best = way
         if best is None:
-            reason = "; ".join(dict.fromkeys(why)) or "no NodePool can make a node for it"
+            reason = (
+                "; ".join(dict.fromkeys(self._say(w) for w in why)) or "no NodePool can make a node for it"
+            )
             out.unplaceable[gang.key] = reason
-            self._hopeless[shapes] = (self._added, reason)
+            need: dict[str, float] = {}  # per pool, the fewest new nodes it would have needed
+            for w in why:
+                if isinstance(w, tuple):
+                    count = float("inf") if w[0] == "topology" else w[2]
+                    need[w[1]] = min(need.get(w[1], float("inf")), count)
+            classes = self._deps(gang, options)
+            self._hopeless[shapes] = (classes, (self._added_in(classes), need), reason)
             return
         waits: list[str] = []
         for changed in best.changed:
@@ -383,7 +392,20 @@ class _Planner:
             self.headroom[best.pool] -= len(best.new)
         out.waits[gang.key] = list(dict.fromkeys(waits))
 
-    def _way(self, gang: Gang, option: list[tuple[Flavor, ...]], shape: tuple, why: list[str]) -> _Way | None:
+    def _say(self, why: str | tuple) -> str:
+        """A reason a pool cannot take a gang, in words."""
+        if isinstance(why, str):
+            return why
+        if why[0] == "topology":
+            return f"pool {why[1]}: one of its nodes cannot hold the whole gang (topology {why[2]})"
+        pool = self.pools[why[1]]
+        limits = ", or its resource limits" if pool.limits else ""
+        return (
+            f"pool {why[1]} would need {why[2]} more node(s) and may make {why[3]} "
+            f"({pool.nodes} of at most {pool.max_nodes}{limits})"
+        )
+
+    def _way(self, gang: Gang, option: list[tuple[Flavor, ...]], shape: tuple, why: list) -> _Way | None:
         pods = _pods(gang, option)
         topology = _topology(gang)
         ranked = self._ranking(shape, pods, why)
@@ -401,8 +423,7 @@ class _Planner:
         found: list[_Way] = []
         for rank, name in ranked:
             per_node = topology not in self.pools[name].template.labels
-            classes = {c: o for c, o in self.open.items() if o.pool == name}
-            way = self._onto(gang, pods, classes, ready=False)
+            way = self._onto(gang, pods, self._pool_classes(name), ready=False)
             if per_node and way.changed and (way.new or len(way.changed) > 1):
                 way = _Way((), [], "", pods)
             if not way.new:
@@ -421,7 +442,7 @@ class _Planner:
         way: _Way,
         gang: Gang,
         per_node: bool,
-        why: list[str],
+        why: list,
         topology: str | None = None,
     ) -> _Way | None:
         """The best pool for the pods ``way`` left: by rank, then the cost of the nodes needed,
@@ -430,16 +451,10 @@ class _Planner:
         for key in self._options(shape, ranked, way.new, gang.key, per_node):
             count, name = key[-2], key[-1]
             if count is None:
-                why.append(f"pool {name}: one of its nodes cannot hold the whole gang (topology {topology})")
+                why.append(("topology", name, topology))  # worded only if it ends unplaceable
                 continue
             if count > self.headroom[name]:
-                pool = self.pools[name]
-                why.append(
-                    f"pool {name} would need {count} more node(s) and may make {self.headroom[name]} "
-                    f"({pool.nodes} of at most {pool.max_nodes}"
-                    + (", or its resource limits" if pool.limits else "")
-                    + ")"
-                )
+                why.append(("headroom", name, count, self.headroom[name]))
                 continue
             best = key  # the options come best first
             break
@@ -482,15 +497,17 @@ class _Planner:
         copies: dict[int, _Room] = {}
         left: list[_Pod] = []
         failed: set[int] = set()  # pods like one that found no room find none either
+        spent: dict[int, set[int]] = {}  # per kind of pod, classes with no room left for it
         for pod in pods:
             nofit = (pod.kid, pod.requests, pod.milli, pod.memory, ready) if classes is self.open else None
             if id(pod) in failed or (nofit is not None and self._nofit.get(nofit) == self._added):
                 left.append(pod)
                 continue
             placed = False
+            skip = spent.setdefault(id(pod), set())
             for cls in self._compatible(pod):
                 opened = classes.get(cls)
-                if opened is None or not opened.may_fit(pod):
+                if opened is None or cls in skip or not opened.may_fit(pod):
                     continue
                 for room in opened.candidates(pod):
                     if room.ready and not ready:
@@ -504,12 +521,18 @@ class _Planner:
                         break
                 if placed:
                     break
+                skip.add(cls)  # rooms only lose room while the gang is placed
             if not placed:
                 failed.add(id(pod))
                 if not copies and nofit is not None:  # a fact about the open rooms, not this gang
                     self._nofit[nofit] = self._added
                 left.append(pod)
         return _Way((), list(copies.values()), "", left)  # type: ignore[arg-type]
+
+    def _pool_classes(self, pool: str) -> dict[int, _Open]:
+        """The open rooms of ``pool`` by class (a pool's nodes are of one class)."""
+        cls = self.classes[pool]
+        return {cls: self.open[cls]} if cls in self.open else {}
 
     def _compatible(self, pod: _Pod) -> list[int]:
         """The classes of rooms the pod may ever go to (cached per kind of pod)."""
@@ -530,8 +553,28 @@ class _Planner:
             opened = self.open[room.cls] = _Open(room)
         opened.add(room)
         self._added += 1  # rooms only lose room otherwise: a pod that found none may find this
+        self._class_added[room.cls] = self._class_added.get(room.cls, 0) + 1
 
-    def _ranking(self, shape: tuple, pods: list[_Pod], why: list[str]) -> list[tuple[tuple, str]]:
+    def _deps(self, gang: Gang, options: list[list[tuple[Flavor, ...]]]) -> tuple[int, ...]:
+        """The classes of rooms a gang could ever use (whatever its counts)."""
+        classes: dict[int, None] = {}
+        for option in options:
+            for pod in dict.fromkeys(_pods(gang, option)):
+                classes.update(dict.fromkeys(self._compatible(pod)))
+        return tuple(classes)
+
+    def _added_in(self, classes: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(self._class_added.get(c, 0) for c in classes)
+
+    def _still_hopeless(self, classes: tuple[int, ...], state: tuple) -> bool:
+        """No room of those classes was opened since, and every pool still has less headroom
+        than the nodes it would need (headroom only shrinks, needs only grow as rooms fill)."""
+        added, need = state
+        if self._added_in(classes) != added:
+            return False
+        return all(self.headroom.get(name, 0) < count for name, count in need.items())
+
+    def _ranking(self, shape: tuple, pods: list[_Pod], why: list) -> list[tuple[tuple, str]]:
         """Pools that could ever host the gang, with their rank: weight first, then spot."""
         for pod in pods:
             if pod.kid < 0:
