@@ -129,17 +129,7 @@ def capacity_table(rows: list[CapacityRow], baseline: str | None = None) -> Tabl
     for col in cols:
         table.add_column(col, justify="left" if col == "replay" else "right")
     for r in rows:
-        cells = [
-            r.name,
-            f"{r.cost:,.0f}",
-            f"{r.node_hours:,.0f}",
-            f"{r.jct.mean / 3600:.2f}",
-            f"{r.jct.p99 / 3600:.2f}",
-            f"{r.wait.p99 / 3600:.2f}",
-            f"{r.utilization_pct:.1f}",
-            str(r.interruptions),
-            f"{r.lost_gpu_hours:.1f}",
-        ]
+        cells = _cells(r)
         if base is not None:
             cells[2:2] = [
                 f"{r.cost / base.cost:.3f}" if base.cost else "-",
@@ -215,20 +205,25 @@ def write_capacity_reports(
     ]
     lines += ["", "| " + " | ".join(heads) + " |", "|:--" + "|--:" * (len(heads) - 1) + "|"]
     for r in rows:
-        cells = [
-            r.name,
-            f"{r.cost:,.0f}",
-            f"{r.node_hours:,.0f}",
-            f"{r.jct.mean / 3600:.2f}",
-            f"{r.jct.p99 / 3600:.2f}",
-            f"{r.wait.p99 / 3600:.2f}",
-            f"{r.utilization_pct:.1f}",
-            str(r.interruptions),
-            f"{r.lost_gpu_hours:.1f}",
-        ]
+        cells = _cells(r)
         lines.append("| " + " | ".join(cells) + " |")
     md_path.write_text("\n".join(lines) + "\n")
     return [csv_path, md_path]
+
+
+def _cells(r: CapacityRow) -> list[str]:
+    """A row's cells as the table and the Markdown report show them (hours, rounded)."""
+    return [
+        r.name,
+        f"{r.cost:,.0f}",
+        f"{r.node_hours:,.0f}",
+        f"{r.jct.mean / 3600:.2f}",
+        f"{r.jct.p99 / 3600:.2f}",
+        f"{r.wait.p99 / 3600:.2f}",
+        f"{r.utilization_pct:.1f}",
+        str(r.interruptions),
+        f"{r.lost_gpu_hours:.1f}",
+    ]
 
 
 def _row(name: str, jobs: PhillyJobs, r: ElasticResult, seconds: float) -> CapacityRow:

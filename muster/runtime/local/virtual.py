@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from muster.api.quantity import parse_quantity
@@ -84,17 +84,7 @@ class VirtualNodes:
             memory=parse_quantity(spec.memory),
             labels=spec.labels,
         )
-        return NodeInfo(
-            name=node.name,
-            capacity=node.capacity,
-            allocatable=node.allocatable,
-            labels=node.labels,
-            gpus=node.gpus,
-            conditions=node.conditions,
-            runtime=node.runtime,
-            warnings=node.warnings,
-            initial_taints=tuple(spec.taints),
-        )
+        return replace(node, initial_taints=tuple(spec.taints))
 
     def _keep(self, spec: VirtualNodeSpec) -> None:
         self._specs[spec.name] = spec
