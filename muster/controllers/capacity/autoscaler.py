@@ -74,7 +74,7 @@ class Autoscaler:
         views = [pool_view(p, claims, now) for p in pools.values()]
         bins = self._bins(nodes, claims, scheduler_nodes, now)
         gangs = _gangs(workloads, build_flavors(cache.list("ResourceFlavor"), cache.list("Topology")))
-        if not gangs and not pools:
+        if not pools:  # nothing to scale (and no "no NodePool" warning for clusters without any)
             self.last = ScalePlan()
             return
         decided = plan(gangs, views, bins, now, ready_verdict=ready_verdict)

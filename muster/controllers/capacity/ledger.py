@@ -34,7 +34,7 @@ from muster.api.quantity import parse_quantity
 from muster.controllers.cache import Key
 from muster.controllers.capacity.pools import claim_of_node, price_of
 from muster.controllers.context import Context
-from muster.store.base import NotFound, StoreError
+from muster.store.base import AlreadyExists, NotFound, StoreError
 
 __all__ = ["Ledger", "newest_mtime"]
 
@@ -91,7 +91,7 @@ class Ledger:
         status = pod.get("status") or {}
         if rec is None:
             start = status.get("startTime")
-            if not start or not (pod.get("spec") or {}).get("nodeName") or self._exists(name):
+            if not start or not (pod.get("spec") or {}).get("nodeName"):
                 return
             spec = self._pod_spec(pod, start)
             if spec is None:
@@ -211,7 +211,7 @@ class Ledger:
             wanted.add(name)
             node = cache.get("Node", status.get("nodeName") or "") if status.get("nodeName") else None
             rec = self._open.get(name)  # type: ignore[union-attr]
-            if rec is None and not status.get("terminatedAt") and not self._exists(name):
+            if rec is None and not status.get("terminatedAt"):
                 self._create(name, self._node_spec(claim, node, status["launchedAt"]))
             elif rec is not None and status.get("terminatedAt"):
                 self._close(rec, None, epoch(status["terminatedAt"]) or now)
@@ -221,7 +221,7 @@ class Ledger:
                 continue
             name = f"node-{node['metadata']['uid']}"
             wanted.add(name)
-            if name not in self._open and not self._exists(name):  # type: ignore[operator]
+            if name not in self._open:  # type: ignore[operator]
                 start = node["metadata"].get("creationTimestamp") or iso(now)
                 self._create(name, self._node_spec(None, node, start))
         for name, rec in list(self._open.items()):  # type: ignore[union-attr]
@@ -262,17 +262,12 @@ class Ledger:
     def _records(self, kind: str) -> list[Obj]:
         return [r for r in self._open.values() if r["spec"]["type"] == kind]  # type: ignore[union-attr]
 
-    def _exists(self, name: str) -> bool:
-        try:
-            self.ctx.store.get("UsageRecord", name)
-        except NotFound:
-            return False
-        return True
-
     def _create(self, name: str, spec: Obj) -> Obj | None:
         doc = {"apiVersion": "muster.dev/v1", "kind": "UsageRecord", "metadata": {"name": name}, "spec": spec}
         try:
             rec = self.ctx.store.create(doc)
+        except AlreadyExists:
+            return None  # written before (and closed: open ones are loaded at start)
         except StoreError:
             log.exception("could not write usage record %s", name)
             return None
