@@ -29,7 +29,11 @@ from muster.sdk.errors import ObjectConflict
 
 __all__ = ["node_app"]
 
-node_app = typer.Typer(name="node", help="Cordon, uncordon and drain nodes.", no_args_is_help=True)
+node_app = typer.Typer(
+    name="node",
+    help="Cordon, uncordon and drain nodes; spot notices and GPU faults for drills.",
+    no_args_is_help=True,
+)
 app.add_typer(node_app)
 
 NameArg = Annotated[str, typer.Argument(help="The node's name (muster get nodes).")]

@@ -42,6 +42,7 @@ class CapacityController:
         runtime: Any,
         kubernetes: KubernetesConfig | None = None,
         retention_days: float = 90.0,
+        autoscale_seconds: float = 1.0,
     ) -> None:
         self.ctx = ctx
         self.providers = Providers(runtime, ctx.now, kubernetes)
@@ -50,6 +51,9 @@ class CapacityController:
         self.ledger = Ledger(ctx, retention_days)
         self._notices: queue.SimpleQueue[tuple[str, float, str, Future[Obj]]] = queue.SimpleQueue()
         self._judged: frozenset[str] = frozenset()  # Ready nodes when the scheduler last ran
+        self.autoscale_seconds = autoscale_seconds
+        self._next_plan = 0.0
+        self._plan_timer = False
 
     def request_interruption(self, node: str, at: float, action: str = "terminate") -> Future[Obj]:
         """(Any thread.) Queue a spot notice for ``node``; the future holds its NodeClaim once
@@ -66,6 +70,8 @@ class CapacityController:
         if scheduled:
             self._judged = ready
         notices = self._take_notices()
+        if any(k == ("NodePool", "", "") for k in changed):
+            self._plan_timer = False
         if not (full or notices or any(k[0] in _KINDS for k in changed)):
             return
         for claim in sorted(self.ctx.cache.list("NodeClaim"), key=lambda c: c["metadata"]["name"]):
@@ -77,8 +83,17 @@ class CapacityController:
             ):
                 self.claims.reconcile(claim)
         # A Ready node the scheduler has not seen yet makes its "no room" verdicts stale: the
-        # planner may then count on that node instead of asking for another one.
-        self.autoscaler.reconcile(ready_verdict=ready <= self._judged)
+        # planner may then count on that node instead of asking for another one. The decision
+        # runs at most every autoscale_seconds on pod and Workload churn (a busy cluster passes
+        # many times a second), at once when pools or claims change.
+        now = self.ctx.now()
+        urgent = full or notices or any(k[0] in ("NodePool", "NodeClaim") for k in changed)
+        if urgent or now >= self._next_plan:
+            self._next_plan = now + self.autoscale_seconds
+            self.autoscaler.reconcile(ready_verdict=ready <= self._judged)
+        elif not self._plan_timer:
+            self._plan_timer = True
+            self.ctx.timers.at(self._next_plan, ("NodePool", "", ""))
         if full or any(k[0] == "NodePool" for k in changed):
             try:
                 sync_default_cluster_queue(self.ctx.store)
