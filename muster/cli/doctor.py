@@ -59,8 +59,8 @@ def doctor(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Scan the cluster: broken nodes and GPUs, idle GPUs, OOM and restart loops, stuck jobs, quota,
-    NodePools paying for idle nodes."""
+    """Scan the cluster: broken nodes and GPUs, failed and stuck jobs, idle GPUs, OOM and restart loops,
+    quota, NodePools paying for idle nodes."""
     with handle_errors(), connect(server, token) as client:
         answer = client.view(
             "doctor",

@@ -61,6 +61,12 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     now = now or datetime.now(UTC)
     console.print(Text(ex["summary"], style=f"bold {_STYLES.get(ex['state'], 'yellow')}"))
     console.print()
+    cause = ex.get("rootCause")
+    if cause:
+        # The fact behind the scheduler's reason comes first: it is what to act on.
+        _field("Cause", f"{cause['message']} [{cause['object']}]")
+        for more in cause.get("also") or []:
+            _field("", f"and {more['message']} [{more['object']}]")
     _field("State", ex["state"])
     if ex.get("reason"):
         _field("Reason", ex["reason"])
@@ -205,7 +211,7 @@ def _failure(failure: dict[str, Any]) -> None:
 
 
 def _field(label: str, value: str) -> None:
-    console.print(f"{label + ':':<10}{value}", markup=False, highlight=False)
+    console.print(f"{label + ':' if label else '':<10}{value}", markup=False, highlight=False)
 
 
 def _heading(title: str) -> None:
