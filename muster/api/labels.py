@@ -16,6 +16,8 @@ __all__ = [
     "CHECKPOINTABLE_ANNOTATION",
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
+    "GPU",
+    "GPU_MEMORY",
     "INTERRUPTION_ANNOTATION",
     "JOB_NAME_LABEL",
     "KARPENTER_CAPACITY_TYPE_LABEL",
@@ -38,6 +40,11 @@ __all__ = [
     "pod_name",
     "replica_name",
 ]
+
+# -- resources ----------------------------------------------------------------------------
+
+GPU = "nvidia.com/gpu"  # whole GPUs
+GPU_MEMORY = "muster.dev/gpu-memory"  # a share of one GPU sized by its memory
 
 # -- pods of a job ---------------------------------------------------------------------------
 

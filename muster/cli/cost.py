@@ -17,7 +17,6 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-from rich.text import Text
 
 from muster.cli.app import app, console
 from muster.cli.common import BadInput, ServerOpt, TokenOpt, connect, handle_errors
@@ -142,6 +141,8 @@ def to_csv(answer: dict[str, Any]) -> str:
 
 
 def render(answer: dict[str, Any]) -> None:
+    from rich.text import Text  # only for a table: csv and json output need no rich
+
     console.print(
         Text(
             f"Cost from {answer['start'][:19]}Z to {answer['end'][:19]}Z by {answer['by']}: "

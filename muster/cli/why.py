@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.text import Text
 
 from muster.cli.app import app, console
 from muster.cli.columns import age
@@ -59,7 +58,7 @@ def why(
 def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     """The explanation (the JSON of ``GET /api/v1/why/...``) as text for people."""
     now = now or datetime.now(UTC)
-    console.print(Text(ex["summary"], style=f"bold {_STYLES.get(ex['state'], 'yellow')}"))
+    console.print(ex["summary"], style=f"bold {_STYLES.get(ex['state'], 'yellow')}", markup=False)
     console.print()
     cause = ex.get("rootCause")
     if cause:
@@ -216,7 +215,7 @@ def _field(label: str, value: str) -> None:
 
 def _heading(title: str) -> None:
     console.print()
-    console.print(Text(f"{title}:", style="bold"))
+    console.print(f"{title}:", style="bold", markup=False)
 
 
 def _item(text: str) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from muster.api.conditions import condition, epoch, iso
-from muster.api.labels import NODECLAIM_LABEL, NODEPOOL_LABEL
+from muster.api.labels import GPU, NODECLAIM_LABEL, NODEPOOL_LABEL
 from muster.api.lifecycle import EventSpec, is_final
 from muster.api.quantity import parse_quantity
 from muster.controllers.capacity.lifecycle import move_claim
@@ -356,6 +356,6 @@ def _initialized(node: Obj, claim: Obj) -> bool:
     if mig:
         key, want = f"nvidia.com/mig-{mig['profile']}", gpus * int(mig["slicesPerGpu"])
     else:
-        key, want = "nvidia.com/gpu", gpus
+        key, want = GPU, gpus
     have = allocatable.get(key)
     return have is not None and parse_quantity(have).as_int() >= want
