@@ -180,7 +180,7 @@ def _converters() -> str:
     lines += [f"| {api} | {kind} |" for api, kind in compat.foreign_kinds()]
     lines.append("")
     for module, title in (
-        (jobs, "PyTorchJob and batch/v1 Job"),
+        (jobs, "PyTorchJob, batch/v1 Job and Pod"),
         (kueue, "Kueue"),
         (core, "Kubernetes core"),
         (karpenter, "Karpenter"),
