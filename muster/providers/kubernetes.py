@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from muster.api.labels import GPU
 from muster.providers.base import Instance, NodeRequest, ProviderError
 from muster.runtime.kubernetes.config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, KubernetesConfig, api_client
 
@@ -136,7 +137,7 @@ class KubernetesProvider:
 def _pod_spec(request: NodeRequest) -> Obj:
     resources: Obj = {"cpu": "100m"}
     if request.gpus:
-        resources["nvidia.com/gpu"] = str(request.gpus)
+        resources[GPU] = str(request.gpus)
     selector = {k: v for k, v in request.labels.items() if not k.startswith("muster.dev/")}
     spec: Obj = {
         "containers": [

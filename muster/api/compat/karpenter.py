@@ -25,6 +25,7 @@ from typing import Any
 from muster.api.base import API_VERSION
 from muster.api.compat.base import Conversion, Converter
 from muster.api.errors import FieldError
+from muster.api.labels import GPU
 
 __all__ = ["CONVERTERS", "parse_duration"]
 
@@ -181,7 +182,7 @@ def _from_annotations(annotations: dict[str, Any], pool: dict[str, Any], convers
 
 def _max_nodes(pool: dict[str, Any], conversion: Conversion) -> int:
     gpus = int((pool.get("template") or {}).get("gpus") or 0)
-    limit = (pool.get("limits") or {}).get("nvidia.com/gpu")
+    limit = (pool.get("limits") or {}).get(GPU)
     if gpus and limit is not None and str(limit).isdigit():
         return max(int(limit) // gpus, 0)
     conversion.warnings.append(

@@ -98,6 +98,7 @@ class Inputs:
     sample_seconds: float | None = None
     now: float = 0.0
     usage_records: Sequence[Obj] = ()  # the cost ledger (UsageRecords)
+    node_claims: Sequence[Obj] = ()  # the nodes coming up (a waiting Workload may wait for one)
 
 
 def owner_ref(wl: Obj) -> str:

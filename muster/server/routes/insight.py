@@ -131,6 +131,7 @@ def doctor(
         sample_seconds=sample_seconds,
         now=now,
         usage_records=store.list("UsageRecord").items,
+        node_claims=store.list("NodeClaim").items,
     )
     return json_response(report(diagnose(inputs, thresholds), inputs, thresholds))
 

@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 
 from muster.api.lifecycle import job_phase
+from muster.controllers.insight.doctor import diagnose
 from muster.controllers.insight.explain import Explanation, explain
 from muster.controllers.insight.explain.gather import gather
+from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.manager import Manager
 from muster.providers.base import ProviderError
 from muster.providers.local import LocalProvider
@@ -221,3 +223,34 @@ def test_a_machine_no_claim_accounts_for_is_given_back(cap: CapacityHarness):
     cap.manager.capacity.providers.of("local", {})  # the provider is in use
     cap.settle()
     assert cap.rt.virtual == {}
+
+
+def _doctor_codes(cap: CapacityHarness) -> list[str]:
+    kinds = {
+        "nodes": "Node",
+        "pods": "Pod",
+        "workloads": "Workload",
+        "jobs": "TrainingJob",
+        "cluster_queues": "ClusterQueue",
+        "local_queues": "LocalQueue",
+        "flavors": "ResourceFlavor",
+        "node_claims": "NodeClaim",
+    }
+    inputs = Inputs(now=cap.clock(), **{field: cap.store.list(kind).items for field, kind in kinds.items()})
+    return [f.code for f in diagnose(inputs, Thresholds())]
+
+
+def test_no_gpu_node_yet_is_no_finding_while_a_pool_brings_one(cap: CapacityHarness):
+    """Scale from zero: no node has GPUs, which why and doctor name as the root cause until a
+    node is coming up; then the wait is the node's, with nothing for the user to do."""
+    cap.apply(job("train", workers=1, gpus=4))
+    cap.settle()
+    assert "NoGPUs" in _doctor_codes(cap)
+    cap.apply(pool())
+    cap.settle()
+    assert cap.phases() == ["Launched"]
+    assert "NoGPUs" not in _doctor_codes(cap)
+    ex = _why(cap, "train")
+    assert ex.summary.startswith("trainingjob/train is waiting for node ")
+    assert ex.unblock[0].startswith("nothing to do: waiting for node ")
+    assert not any("fake-gpus" in hint for hint in ex.unblock), ex.unblock

@@ -152,7 +152,11 @@ def _workload(wl: Obj, ctx: WhyContext, ex: Explanation) -> Explanation:
         ex.capacity = waiting
         ex.blocker = waiting.message
         ex.summary = f"{ex.ref} is {waiting.message}"
-        ex.unblock = [f"nothing to do: {waiting.message}", *ex.unblock]
+        # The root cause (no GPU node yet, say) is what the node coming up sets right: its fix
+        # is not the user's to do.
+        cause = ex.root_cause
+        done = {cause.action, *(c.action for c in cause.also)} if cause is not None else set()
+        ex.unblock = [f"nothing to do: {waiting.message}", *(h for h in ex.unblock if h not in done)]
     return ex
 
 
