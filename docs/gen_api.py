@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
-from muster.api.compat import core, jobs, karpenter, kueue
+from muster.api.compat import core, jobs, karpenter, kueue, serving
 from muster.api.registry import kinds
 
 OUTPUT = Path(__file__).with_name("api.md")
@@ -182,6 +182,7 @@ def _converters() -> str:
     for module, title in (
         (jobs, "PyTorchJob, batch/v1 Job and Pod"),
         (kueue, "Kueue"),
+        (serving, "KServe InferenceService and KubeAI Model"),
         (core, "Kubernetes core"),
         (karpenter, "Karpenter"),
     ):

@@ -56,6 +56,7 @@ KINDS: tuple[Kind, ...] = (
     _k("TrainingJob", "trainingjobs", ("tj",), namespaced=True),
     _k("Workflow", "workflows", ("wf",), namespaced=True),
     _k("CacheEntry", "cacheentries", ("ce",), namespaced=True, status=False),
+    _k("InferenceService", "inferenceservices", ("isvc",), namespaced=True),
     _k("Workload", "workloads", ("wl",), namespaced=True),
     _k("Pod", "pods", ("po",), namespaced=True),
     _k("Event", "events", ("ev",), namespaced=True, status=False),

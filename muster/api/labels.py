@@ -28,6 +28,10 @@ __all__ = [
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",
     "RETRY_ANNOTATION",
+    "SERVING_PORT_ANNOTATION",
+    "SERVING_REPLICA_LABEL",
+    "SERVING_REVISION_LABEL",
+    "SERVING_SERVICE_LABEL",
     "SPOT_TAINT_KEY",
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
@@ -99,6 +103,16 @@ WORKFLOW_ATTEMPT_LABEL = "muster.dev/workflow-attempt"
 WORKFLOW_NODE_ANNOTATION = "muster.dev/workflow-node"
 # `muster retry` asks for a retry by setting this one above status.retries.
 RETRY_ANNOTATION = "muster.dev/retry"
+
+
+# -- serving ---------------------------------------------------------------------------------
+
+# The InferenceService a replica's Workload and pod belong to, its revision and its name.
+SERVING_SERVICE_LABEL = "muster.dev/inferenceservice"
+SERVING_REVISION_LABEL = "muster.dev/serving-revision"
+SERVING_REPLICA_LABEL = "muster.dev/serving-replica"
+# The port a replica's server listens on (its $PORT; on the local runtime one per replica).
+SERVING_PORT_ANNOTATION = "muster.dev/serving-port"
 
 
 def pod_name(job: str, rtype: str, index: int) -> str:

@@ -31,6 +31,7 @@ from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
+from muster.api.serving import InferenceService
 from muster.api.trainingjob import TrainingJob
 from muster.api.workflow import Workflow
 from muster.api.workload import Workload
@@ -68,6 +69,7 @@ _MODELS: dict[str, type[Object]] = {
         TrainingJob,
         Workflow,
         CacheEntry,
+        InferenceService,
         Workload,
         Pod,
         Event,

@@ -30,12 +30,20 @@ _STYLES = {
     "Evicting": "magenta",
     "Preempted": "magenta",
     "Suspended": "magenta",
+    "Ready": "green",
+    "ScaledToZero": "green",
+    "NotReady": "yellow",
 }
 
 
 @app.command()
 def why(
-    target: Annotated[str, typer.Argument(help="job/NAME, trainingjob/NAME, workload/NAME or pod/NAME.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="job/NAME, trainingjob/NAME, workload/NAME, pod/NAME or inferenceservice/NAME (isvc/NAME)."
+        ),
+    ],
     namespace: NamespaceOpt = "default",
     output: Annotated[
         Output, typer.Option("--output", "-o", help="table (text), json or yaml.")
@@ -44,9 +52,10 @@ def why(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Explain why a job waits, failed, was preempted, or where it runs."""
+    """Explain why a job waits, failed, was preempted, or where it runs; or why a served model
+    has the replicas it has."""
     with handle_errors():
-        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod"))
+        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod", "InferenceService"))
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
         if output in (Output.json, Output.yaml):
@@ -71,6 +80,8 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
         _field("Reason", ex["reason"])
     if ex.get("message"):
         _field("Message", ex["message"])
+    if ex.get("serving"):
+        _serving(ex["serving"])
     q = ex.get("queue")
     if q and q.get("clusterQueue"):
         text = f"LocalQueue {q['localQueue']} -> ClusterQueue {q['clusterQueue']}"
@@ -188,6 +199,48 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
                     e["message"],
                 ]
                 for e in ex["events"]
+            ],
+            indent="  ",
+        )
+
+
+def _serving(serving: dict[str, Any]) -> None:
+    if serving.get("url"):
+        _field("URL", f"{serving['url']}/v1 (models: {', '.join(serving.get('models') or [])})")
+    _heading("Revisions (what the autoscaler saw and decided)")
+    print_rows(
+        ["REVISION", "TRAFFIC", "DESIRED", "READY", "MODE", "STABLE", "PANIC", "WHY"],
+        [
+            [
+                r["name"],
+                f"{r['trafficPercent']}%",
+                str(r["desiredReplicas"]),
+                str(r["readyReplicas"]),
+                ("panic" if r["autoscaler"].get("panicking") else "stable") if r["autoscaler"] else "",
+                str(r["autoscaler"].get("stable", "")),
+                str(r["autoscaler"].get("panic", "")),
+                r["autoscaler"].get("reason", ""),
+            ]
+            for r in serving.get("revisions") or []
+        ],
+        indent="  ",
+    )
+    if serving.get("replicas"):
+        _heading("Replicas")
+        print_rows(
+            ["REPLICA", "REVISION", "STATE", "NODE", "GPUS", "ADDRESS", "RESTARTS", "MESSAGE"],
+            [
+                [
+                    r["name"],
+                    r["revision"],
+                    r["state"],
+                    r.get("node") or "",
+                    ",".join(str(g) for g in r.get("gpus") or []),
+                    r.get("address") or "",
+                    str(r.get("restarts") or 0),
+                    r.get("message") or "",
+                ]
+                for r in serving["replicas"]
             ],
             indent="  ",
         )

@@ -7,7 +7,8 @@ One thread drives, in order, on every pass:
 3. garbage collection (after deletions, and on every resync);
 4. the Workflow controller, for the workflows whose objects changed (it creates Workloads
    and TrainingJobs for their tasks);
-5. the TrainingJob controller, for the jobs whose objects changed;
+5. the TrainingJob controller, for the jobs whose objects changed, and the InferenceService
+   controller, for the services whose objects changed (or whose gateway asked for a look);
 6. the Workload controller (the eviction handshake);
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
    workflows it admitted are reconciled at once, so their pods are created in the same pass;
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from muster.api.labels import JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
+from muster.api.labels import JOB_NAME_LABEL, SERVING_SERVICE_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
 from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
@@ -53,6 +54,7 @@ from muster.controllers.pods.executor import PodExecutor
 from muster.controllers.pods.gc import collect_garbage
 from muster.controllers.scheduling.loop import SchedulerLoop
 from muster.controllers.scheduling.workloads import WorkloadController
+from muster.controllers.serving.controller import ServingController
 from muster.controllers.trainingjob.controller import TrainingJobController
 from muster.controllers.workflow.controller import WorkflowController
 from muster.runtime.base import (
@@ -157,6 +159,7 @@ class Manager:
         )
         self.jobs = TrainingJobController(self.ctx, master_address=self._master_address)
         self.workflows = WorkflowController(self.ctx)
+        self.serving = ServingController(self.ctx, native_pods=isinstance(self.runtime, SupportsNativePods))
         self.workloads = WorkloadController(self.ctx)
         self.scheduler = SchedulerLoop(
             self.ctx,
@@ -294,7 +297,7 @@ class Manager:
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
-            k[0] in ("TrainingJob", "Workload", "Workflow")
+            k[0] in ("TrainingJob", "Workload", "Workflow", "InferenceService")
             and ctx.cache.get(k[0], k[2], k[1] or None) is None
             for k in changed
         ):
@@ -314,12 +317,22 @@ class Manager:
                 for j in ctx.cache.list("TrainingJob")
             }
         self._reconcile_jobs(jobs)
+        services = _owners_of(changed, "InferenceService", SERVING_SERVICE_LABEL)
+        if full:
+            services |= {
+                (s["metadata"].get("namespace") or "", s["metadata"]["name"])
+                for s in ctx.cache.list("InferenceService")
+            }
+        self.serving.created = 0
+        self._reconcile_services(services)
         self._reconcile_workloads(changed, full)
-        scheduled = self._scheduling_needed(changed, full)
+        # a replica created this pass (a scale-up from zero waits on it) is placed in this pass too
+        scheduled = self._scheduling_needed(changed, full) or bool(self.serving.created)
         if scheduled:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
+            self._reconcile_services(_owners_of(admitted, "InferenceService", SERVING_SERVICE_LABEL))
         self.capacity.reconcile(changed, full, scheduled)
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
@@ -331,6 +344,14 @@ class Manager:
             job = self.ctx.cache.get("TrainingJob", name, ns or None)
             if job is not None:
                 self.jobs.reconcile(job)
+
+    def _reconcile_services(self, services: set[tuple[str, str]]) -> None:
+        for ns, name in sorted(services):
+            isvc = self.ctx.cache.get("InferenceService", name, ns or None)
+            if isvc is None:
+                self.serving.forget(ns or "default", name)
+            else:
+                self.serving.reconcile(isvc)
 
     def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
         for ns, name in sorted(flows):

@@ -106,6 +106,7 @@ def create_app(
     app.state.log_source = None  # muster.server.logs.use_log_source
     app.state.tokens = token_set  # the dashboard's sign-in checks a token against the same set
     app.state.manager = None  # muster.server.views.use_manager
+    app.state.gateway = None  # the serving gateway of muster.server.hooks, when it runs
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(apply.router)

@@ -47,8 +47,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from muster.api.base import API_VERSION
-from muster.api.compat.base import Conversion, Converter
+from muster.api.compat.base import Conversion, Converter, mapping_at, native_copy
 from muster.api.errors import FieldError, InvalidObject, child_path
 
 __all__ = ["CONVERTERS", "convert_batch_job", "convert_pod", "convert_pytorchjob"]
@@ -62,12 +61,12 @@ _JOB_RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFini
 
 def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
     """A Kubeflow PyTorchJob as a TrainingJob."""
-    native = _start(doc)
-    spec = _mapping(native, "spec", "spec")
+    native = native_copy(doc, "TrainingJob")
+    spec = mapping_at(native, "spec", "spec")
     conversion = Conversion(doc=native)
     paths: list[tuple[str, str]] = [("spec.replicaSpecs", "spec.pytorchReplicaSpecs")]
     if "pytorchReplicaSpecs" in spec:
-        replicas = _mapping(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
+        replicas = mapping_at(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
         spec["replicaSpecs"] = {_replica_type(k): v for k, v in replicas.items()}
         paths += [
             (f"spec.replicaSpecs.{_replica_type(k)}", f"spec.pytorchReplicaSpecs.{k}") for k in replicas
@@ -97,8 +96,8 @@ def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
 
 def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     """A batch/v1 Job as a Worker-only TrainingJob (see the table in the module docstring)."""
-    native = _start(doc)
-    job = _mapping(native, "spec", "spec")
+    native = native_copy(doc, "TrainingJob")
+    job = mapping_at(native, "spec", "spec")
     conversion = Conversion(doc=native)
     template = copy.deepcopy(job.pop("template", None))
     if template is None:
@@ -141,8 +140,8 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
 
 def convert_pod(doc: Mapping[str, Any]) -> Conversion:
     """A v1 Pod as a one-pod TrainingJob (see the table in the module docstring)."""
-    native = _start(doc)
-    pod_spec = copy.deepcopy(_mapping(native, "spec", "spec"))
+    native = native_copy(doc, "TrainingJob")
+    pod_spec = copy.deepcopy(mapping_at(native, "spec", "spec"))
     conversion = Conversion(doc=native)
     restart = pod_spec.pop("restartPolicy", None)
     if restart not in (None, "Never", "OnFailure", "Always"):
@@ -174,22 +173,6 @@ def convert_pod(doc: Mapping[str, Any]) -> Conversion:
         *_queue_and_priority(native, native["spec"], [template]),
     )
     return conversion
-
-
-def _start(doc: Mapping[str, Any]) -> dict[str, Any]:
-    native = copy.deepcopy(dict(doc))
-    native["apiVersion"] = API_VERSION
-    native["kind"] = "TrainingJob"
-    native.pop("status", None)
-    return native
-
-
-def _mapping(parent: dict[str, Any], key: str, path: str) -> dict[str, Any]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        rule = "required field is missing" if value is None else "must be a mapping (key: value pairs)"
-        raise InvalidObject([FieldError(path, rule)])
-    return value
 
 
 def _replica_type(name: str) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "QueueFacts",
     "RootCause",
     "WhyContext",
+    "event_row",
     "pod_facts",
     "where",
 ]
@@ -204,6 +205,8 @@ class Explanation:
     fragmentation: Fragmentation | None = None
     fits_when: FitsWhen | None = None
     capacity: CapacityFacts | None = None  # the nodes coming up for a waiting Workload
+    # an InferenceService's replicas, revisions (with the autoscaler's view) and traffic split
+    serving: dict[str, Any] | None = None
     root_cause: RootCause | None = None  # the fact behind the blocker, named first in the summary
 
     @property
@@ -215,6 +218,18 @@ class Explanation:
         out["quota"] = [row.to_dict() for row in self.quota]
         out["requests"] = dict(self.requests)  # resource names are keys, kept as they are
         return out
+
+
+def event_row(e: Obj) -> dict[str, Any]:
+    """An Event as an explanation lists it."""
+    return {
+        "object": f"{e['involvedObject']['kind'].lower()}/{e['involvedObject']['name']}",
+        "type": e.get("type"),
+        "reason": e.get("reason"),
+        "message": e.get("message", ""),
+        "count": e.get("count", 1),
+        "lastTimestamp": e.get("lastTimestamp"),
+    }
 
 
 def pod_facts(pods: Sequence[Obj]) -> list[PodFacts]:

@@ -11,6 +11,7 @@ import nodes from "./pages/nodes.js";
 import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
 import cost from "./pages/cost.js";
+import serving from "./pages/serving.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
 const ROUTES = [
@@ -19,6 +20,7 @@ const ROUTES = [
   [/^\/jobs\/([^/]+)\/([^/]+)$/, "jobs", job],
   [/^\/workflows$/, "workflows", workflows],
   [/^\/workflows\/([^/]+)\/([^/]+)$/, "workflows", workflow],
+  [/^\/serving$/, "serving", serving],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],
   [/^\/cost$/, "cost", cost],

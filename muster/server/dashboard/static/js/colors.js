@@ -26,6 +26,7 @@ const PHASE = {
   Failed: "bad", Error: "bad",
   Queued: "wait", Pending: "wait", Created: "wait",
   Preempted: "preempt", Suspended: "idle", Skipped: "idle", Omitted: "idle",
+  Ready: "ok", Starting: "wait", Draining: "warn", Stopping: "idle", ScaledToZero: "idle", NotReady: "wait",
 };
 
 export function phaseClass(phase) {
