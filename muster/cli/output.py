@@ -11,7 +11,16 @@ from typing import Any
 from muster.cli.app import console
 from muster.cli.columns import Column, columns_for, row
 
-__all__ = ["Output", "Table", "print_objects", "print_rows", "print_tasks", "print_value", "to_yaml"]
+__all__ = [
+    "Output",
+    "Table",
+    "print_objects",
+    "print_records",
+    "print_rows",
+    "print_tasks",
+    "print_value",
+    "to_yaml",
+]
 
 
 class Output(StrEnum):
@@ -77,6 +86,24 @@ def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> N
     for n, cells in enumerate([headers, *rows]):
         line = indent + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         console.print(line, markup=False, highlight=False, style="bold" if n == 0 and not indent else None)
+
+
+def print_records(
+    list_kind: str,
+    items: list[dict[str, Any]],
+    output: Output,
+    headers: list[str],
+    rows: list[list[str]],
+    empty: str,
+) -> None:
+    """Records that are not objects of a kind (tokens, audit records): a ``list_kind`` with
+    ``-o json|yaml``, else the ``rows`` under ``headers``, or ``empty`` when there are none."""
+    if output in (Output.json, Output.yaml):
+        print_value({"apiVersion": "muster.dev/v1", "kind": list_kind, "items": items}, output)
+    elif not items:
+        console.print(empty, markup=False)
+    else:
+        print_rows(headers, rows)
 
 
 def print_tasks(wf: dict[str, Any], wide: bool = False, indent: str = "") -> None:

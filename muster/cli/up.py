@@ -158,7 +158,7 @@ def up(
         _check_port(gateway.host, gateway.port)
     creds = load_or_create_credentials(s.credentials_path)
     try:
-        opened = open_store(s.store_url)
+        opened = open_store(s.store_url, max_object_bytes=s.max_object_bytes)
     except (StoreError, ValueError) as exc:
         fail(
             f"cannot open the store {_redacted(s.store_url)}: {exc}",
@@ -181,7 +181,13 @@ def up(
         f"  dashboard: {url}/ (sign in with the token){serving}",
         markup=False,
     )
-    application = create_app(opened, [creds.token], hooks=server_hooks(manager, gateway), home=s.home)
+    application = create_app(
+        opened,
+        [creds.token],
+        hooks=server_hooks(manager, gateway),
+        home=s.home,
+        max_request_bytes=s.max_request_bytes,
+    )
     config = uvicorn.Config(
         application,
         host=host,

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from muster.api.quantity import Format, Quantity, to_int, to_milli
+# The units are muster.api's, whose validation bounds every quantity to what they can hold.
+from muster.api.quantity import format_units, to_units
 
 if TYPE_CHECKING:
     from muster.scheduler.nodes import NodeTable
@@ -41,6 +41,7 @@ __all__ = [
     "Cohort",
     "Flavor",
     "FlavorQuotas",
+    "NamespaceQuota",
     "Node",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -63,27 +64,9 @@ MEMORY = "memory"
 GPU = "nvidia.com/gpu"
 GPU_MILLI = 1000  # one whole GPU in milli-GPU
 
-_MILLI_RESOURCES = frozenset({CPU, GPU})
-_BINARY_RESOURCES = frozenset({MEMORY, "ephemeral-storage", "muster.dev/gpu-memory"})
-
 
 class SnapshotError(ValueError):
     """The snapshot contradicts itself (an unknown flavor or cohort, a cohort cycle)."""
-
-
-def to_units(resource: str, quantity: str | int | float | Quantity) -> int:
-    """Convert a Kubernetes quantity of ``resource`` to the scheduler's integer units."""
-    return to_milli(quantity) if resource in _MILLI_RESOURCES else to_int(quantity)
-
-
-def format_units(resource: str, value: int) -> str:
-    """The inverse of :func:`to_units` for messages: ``format_units("cpu", 1500) == "1500m"``."""
-    if resource in _MILLI_RESOURCES:
-        if value % 1000 == 0:
-            return str(value // 1000)
-        return str(Quantity(Fraction(value, 1000)))
-    fmt = Format.BINARY_SI if resource in _BINARY_RESOURCES else Format.DECIMAL_SI
-    return str(Quantity(value, fmt))
 
 
 def _quota_requests(requests: dict[str, int], gpus: int, gpu_milli: int) -> dict[str, int]:
@@ -278,6 +261,19 @@ class Cohort:
     fair_weight: float = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceQuota:
+    """A namespace's ResourceQuota: the most the admitted workloads of ``namespace`` may hold
+    together, on top of their cluster queues' quota. ``hard`` maps ``"pods"`` (a pod count) and
+    resource names (in units, ``nvidia.com/gpu`` in milli-GPU as quota charges it) to limits;
+    ``keys`` gives each the key the user wrote (``requests.nvidia.com/gpu``), for messages."""
+
+    namespace: str
+    name: str
+    hard: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class PodSet:
     """Identical pods of a pending workload, all placed or none (with ``min_count`` the
@@ -383,6 +379,8 @@ class Snapshot:
     :class:`Node`, or a prebuilt :class:`~muster.scheduler.nodes.NodeTable` (drivers that
     call :func:`schedule` often keep one and update it with
     :func:`~muster.scheduler.decisions.apply_decisions`). ``pending`` may be in any order.
+    ``namespace_quotas`` cap what each namespace's admitted workloads hold together (admitted
+    ones count, evicting ones too, until their pods are gone).
     """
 
     cluster_queues: list[ClusterQueue]
@@ -391,3 +389,4 @@ class Snapshot:
     cohorts: list[Cohort] = field(default_factory=list)
     flavors: list[Flavor] = field(default_factory=list)
     nodes: list[Node] | NodeTable | None = None
+    namespace_quotas: list[NamespaceQuota] = field(default_factory=list)

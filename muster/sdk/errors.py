@@ -17,10 +17,13 @@ __all__ = [
     "ApiNotFound",
     "ApiUnavailable",
     "BadRequest",
+    "Forbidden",
     "Invalid",
     "ObjectAlreadyExists",
     "ObjectConflict",
+    "RequestTooLarge",
     "ResourceExpired",
+    "ResourceVersionTooLarge",
     "Unauthorized",
     "error_from_response",
 ]
@@ -60,6 +63,22 @@ class Unauthorized(ApiError):
     pass
 
 
+class Forbidden(ApiError):
+    """403: the identity may not do it; ``details`` names the verb, resource, namespace and the
+    missing rule."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        errors: list[dict[str, Any]] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(code, reason, message, errors)
+        self.details = details or {}
+
+
 class Invalid(ApiError):
     """422: the object or a document broke field rules; nothing was stored."""
 
@@ -80,6 +99,15 @@ class ResourceExpired(ApiError, TooOld):
     """410: a watch's resourceVersion was compacted; list again and watch from there."""
 
 
+class ResourceVersionTooLarge(BadRequest):
+    """400: a watch or list from a revision the server has not reached; list again."""
+
+
+class RequestTooLarge(ApiError):
+    """413: the request body or the object it would store is over the server's limit (the
+    message names it)."""
+
+
 _BY_REASON: dict[str, type[ApiError]] = {
     "NotFound": ApiNotFound,
     "AlreadyExists": ObjectAlreadyExists,
@@ -87,7 +115,10 @@ _BY_REASON: dict[str, type[ApiError]] = {
     "Expired": ResourceExpired,
     "Invalid": Invalid,
     "Unauthorized": Unauthorized,
+    "Forbidden": Forbidden,
     "BadRequest": BadRequest,
+    "ResourceVersionTooLarge": ResourceVersionTooLarge,
+    "RequestEntityTooLarge": RequestTooLarge,
 }
 
 
@@ -99,4 +130,7 @@ def error_from_response(code: int, body: Any) -> ApiError:
     reason = str(err.get("reason", "Error"))
     cls = _BY_REASON.get(reason, ApiError)
     errors = err.get("errors") if isinstance(err.get("errors"), list) else None
+    if cls is Forbidden:
+        details = err.get("details") if isinstance(err.get("details"), dict) else None
+        return Forbidden(code, reason, str(err.get("message", "")), errors, details)
     return cls(code, reason, str(err.get("message", "")), errors)

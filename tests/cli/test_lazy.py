@@ -72,6 +72,12 @@ def test_the_table_names_every_verb_the_modules_register():
         ["top", "nodes"],
         ["why", "job/x"],
         ["cost", "--since", "1d"],
+        ["whoami"],
+        ["auth", "can-i", "delete", "trainingjobs", "-n", "team-a"],
+        ["token", "list"],
+        ["audit"],
+        ["patch", "tj", "x", "-p", "{}"],
+        ["config", "get-contexts"],
     ],
 )
 def test_light_verbs_import_no_heavy_library(argv, tmp_path):

@@ -21,6 +21,7 @@ from muster.api.base import MusterModel
 from muster.api.conditions import epoch
 from muster.controllers.capacity.interruption import DEFAULT_NOTICE_SECONDS, NotInterruptible
 from muster.controllers.insight.cost import cost_report
+from muster.server.access.guard import Requirement, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.routes.insight import INSIGHT_PREFIX
@@ -86,6 +87,7 @@ def interrupt_node(request: Request, name: str, body: SpotNotice) -> Response:
 
 
 @router.get(f"{INSIGHT_PREFIX}/cost", operation_id="cost")
+@requires(Requirement("list", "usagerecords"))  # the report is read off the cost ledger
 def cost(
     request: Request,
     start: str | None = Query(None, description="Window start (RFC 3339); default: a week before end."),

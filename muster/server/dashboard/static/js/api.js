@@ -45,8 +45,8 @@ export async function send(method, path, body) {
 }
 
 /** Stream a text response chunk by chunk into onText; resolves when the response ends. */
-export async function streamText(path, onText, signal) {
-  const resp = await check(await fetch(path, { credentials: "same-origin", signal, headers: { Accept: "text/plain" } }));
+export async function streamText(path, onText, signal, accept = "text/plain") {
+  const resp = await check(await fetch(path, { credentials: "same-origin", signal, headers: { Accept: accept } }));
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   for (;;) {
     const { value, done } = await reader.read();
@@ -66,7 +66,7 @@ export async function streamLines(path, onItem, signal) {
       rest = rest.slice(nl + 1);
       if (line) onItem(JSON.parse(line));
     }
-  }, signal);
+  }, signal, "application/x-ndjson");
 }
 
 export function objectPath(plural, namespace, name) {
@@ -76,4 +76,19 @@ export function objectPath(plural, namespace, name) {
 export async function logout() {
   await fetch("/logout", { method: "POST", credentials: "same-origin" });
   window.location.assign("/login");
+}
+
+/** Who the session is signed in as: {username, groups} (a SelfSubjectReview). */
+export async function whoami() {
+  const review = await send("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {});
+  return review.status.userInfo;
+}
+
+/** May the signed-in identity do it? (A SelfSubjectAccessReview; pages show only the buttons
+ * that will work, and the server checks again when one is pressed.) */
+export async function can(verb, resource, namespace, name, subresource) {
+  const attrs = { verb, resource, namespace: namespace || "", name: name || "" };
+  if (subresource) attrs.subresource = subresource;
+  const review = await send("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", { spec: { resourceAttributes: attrs } });
+  return Boolean(review.status.allowed);
 }
