@@ -72,7 +72,7 @@ _BODIES: dict[str, Obj] = {
     },
     "ServiceAccount": {},
     "Namespace": {},
-    "InferenceService": {"spec": {"predictor": _POD, "minReplicas": 0}},
+    "InferenceService": {"spec": {"minReplicas": 0, "predictor": _POD}},
     # a hook pool whose command fails: a claim of it only records the provider's error
     "NodePool": {"spec": {"provider": "hook", "providerConfig": {"command": "false"}, "maxNodes": 1}},
     "NodeClaim": {
