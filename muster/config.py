@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     doctor_restarts: int | None = Field(
         default=None, description="Gang restarts of an active job that make a restart loop (3)."
     )
+    doctor_idle_pool_cost: float | None = Field(
+        default=None, description="Idle cost per hour of a NodePool above which muster doctor reports it."
+    )
+    cost_retention_days: float = Field(
+        default=90.0, gt=0, description="How long the cost ledger keeps a finished pod's or node's record."
+    )
     shim_zygote: bool = Field(
         default=True,
         description="Start container shims by forking one pre-loaded process (a zygote) instead of "

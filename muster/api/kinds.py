@@ -121,6 +121,9 @@ KINDS: tuple[Kind, ...] = (
     _k("ServiceAccount", "serviceaccounts", ("sa",), namespaced=True, status=False),
     _k("ClusterRole", "clusterroles", (), namespaced=False, status=False),
     _k("ClusterRoleBinding", "clusterrolebindings", (), namespaced=False, status=False),
+    _k("NodePool", "nodepools", ("np",), namespaced=False),
+    _k("NodeClaim", "nodeclaims", ("nc",), namespaced=False),
+    _k("UsageRecord", "usagerecords", ("ur",), namespaced=False, status=False),
 )
 
 _BY_NAME: dict[str, Kind] = {}

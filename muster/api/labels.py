@@ -12,12 +12,19 @@ from typing import Any
 
 __all__ = [
     "ATTEMPT_LABEL",
+    "CAPACITY_TYPE_LABEL",
+    "CHECKPOINTABLE_ANNOTATION",
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
     "GPU",
     "GPU_MEMORY",
+    "INTERRUPTION_ANNOTATION",
     "JOB_NAME_LABEL",
+    "KARPENTER_CAPACITY_TYPE_LABEL",
     "MASTER_PORT_ANNOTATION",
+    "NODECLAIM_LABEL",
+    "NODEPOOL_LABEL",
+    "PRICE_LABEL",
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",
     "RESUBMITTED_FROM_ANNOTATION",
@@ -26,8 +33,10 @@ __all__ = [
     "SERVING_REPLICA_LABEL",
     "SERVING_REVISION_LABEL",
     "SERVING_SERVICE_LABEL",
+    "SPOT_TAINT_KEY",
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
+    "TEAM_LABEL",
     "WORKFLOW_ATTEMPT_LABEL",
     "WORKFLOW_LABEL",
     "WORKFLOW_NODE_ANNOTATION",
@@ -62,6 +71,29 @@ STOP_REASON_ANNOTATION = "muster.dev/stop-reason"
 STOP_GRACE_ANNOTATION = "muster.dev/stop-grace-seconds"
 DRAIN_ANNOTATION = "muster.dev/drain"  # when the drain was asked (RFC 3339)
 DRAIN_GRACE_ANNOTATION = "muster.dev/drain-grace-seconds"
+
+# -- capacity: node pools, spot, cost (docs/capacity.md) ------------------------------------
+
+# The NodePool and NodeClaim a node was made for (set on nodes a pool provisions).
+NODEPOOL_LABEL = "muster.dev/nodepool"
+NODECLAIM_LABEL = "muster.dev/nodeclaim"
+# on-demand or spot; Karpenter's key is set too, so selectors written for it keep working.
+CAPACITY_TYPE_LABEL = "muster.dev/capacity-type"
+KARPENTER_CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+# Spot nodes carry this taint (value spot, NoSchedule): only work that tolerates interruption
+# lands there.
+SPOT_TAINT_KEY = "muster.dev/capacity-type"
+# What a node costs per hour (a decimal such as 2.48); a pool sets it on its nodes, users may
+# label static nodes with it.
+PRICE_LABEL = "muster.dev/price-per-hour"
+# A spot interruption notice on a Node: the termination time (RFC 3339), shaped like the
+# clouds' two-minute warning; the node is drained and then terminated at that time.
+INTERRUPTION_ANNOTATION = "muster.dev/interruption"
+# On a pod template (or pod): "true" when the pod checkpoints on SIGTERM and may be moved off
+# an under-used node by consolidation.
+CHECKPOINTABLE_ANNOTATION = "muster.dev/checkpointable"
+# The label cost reports group teams by unless told another (muster cost --by label:KEY).
+TEAM_LABEL = "team"
 
 # -- workflows -------------------------------------------------------------------------------
 

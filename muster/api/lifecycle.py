@@ -23,6 +23,7 @@ __all__ = [
     "FINAL_PHASES",
     "JOB_PHASE_CONDITIONS",
     "JOB_TRANSITIONS",
+    "KEEPS_QUEUE_PLACE",
     "POD_TRANSITIONS",
     "WORKLOAD_TRANSITIONS",
     "EventSpec",
@@ -40,6 +41,7 @@ __all__ = [
     "job_phase",
     "move_job",
     "phase",
+    "requeue_keeps_place",
     "requeue_workload",
     "set_job_message",
     "workload_state",
@@ -161,6 +163,18 @@ def requeue_workload(wl: Obj, now: float) -> EventSpec:
     message = f"requeued after eviction ({why}), {state['count']} time(s) so far"
     set_condition(wl, "Requeued", "True", why, message, now)
     return EventSpec("Normal", "Requeued", message)
+
+
+# Evictions after which the Workload keeps its place in the queue (its creation time orders it,
+# not the eviction): work a spot interruption took away goes ahead of newer work of the same
+# priority (Kueue's requeuingStrategy timestamp Creation, for this reason only).
+KEEPS_QUEUE_PLACE = frozenset({"SpotInterrupted"})
+
+
+def requeue_keeps_place(wl: Obj) -> bool:
+    """Whether the Workload's last requeue keeps its place in the queue (:data:`KEEPS_QUEUE_PLACE`)."""
+    requeued = condition(wl, "Requeued") or {}
+    return requeued.get("status") == "True" and requeued.get("reason") in KEEPS_QUEUE_PLACE
 
 
 def finish_workload(wl: Obj, reason: str, message: str, now: float) -> EventSpec:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from muster.api import kinds as names
 from muster.api.base import API_VERSION, Object
 from muster.api.cacheentry import CacheEntry
+from muster.api.capacity import NodeClaim, NodePool, UsageRecord
 from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
@@ -82,6 +83,9 @@ _MODELS: dict[str, type[Object]] = {
         ServiceAccount,
         ClusterRole,
         ClusterRoleBinding,
+        NodePool,
+        NodeClaim,
+        UsageRecord,
     )
 }
 _KINDS: tuple[KindInfo, ...] = tuple(KindInfo(**vars(k), model=_MODELS[k.kind]) for k in names.kinds())

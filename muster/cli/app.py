@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "audit": "audit",
     "auth": "auth",
     "config": "contexts",
+    "cost": "cost",
     "delete": "delete",
     "demo": "demo",
     "describe": "describe",

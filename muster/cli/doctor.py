@@ -50,10 +50,17 @@ def doctor(
     restarts: Annotated[
         int | None, typer.Option("--restarts", min=1, help="Gang restarts that make a restart loop [3].")
     ] = None,
+    idle_pool_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-pool-cost", min=0, help="Idle cost per hour of a NodePool that is reported [5]."
+        ),
+    ] = None,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Scan the cluster: broken nodes and GPUs, failed and stuck jobs, idle GPUs, OOM and restart loops."""
+    """Scan the cluster: broken nodes and GPUs, failed and stuck jobs, idle GPUs, OOM and restart loops,
+    quota, NodePools paying for idle nodes."""
     with handle_errors(), connect(server, token) as client:
         answer = client.view(
             "doctor",
@@ -61,6 +68,7 @@ def doctor(
             idleMinutes=idle_minutes,
             pendingMinutes=pending_minutes,
             restarts=restarts,
+            idlePoolCost=idle_pool_cost,
         )
     if output is DoctorOutput.json:
         console.print(json.dumps(answer, indent=2), markup=False, soft_wrap=True)

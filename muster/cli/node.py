@@ -1,4 +1,5 @@
-"""``muster node cordon|uncordon|drain NAME`` and ``muster node inject-fault NAME`` (testing).
+"""``muster node cordon|uncordon|drain NAME``, ``muster node inject-fault NAME`` and
+``muster node interrupt NAME`` (testing and drills).
 
 Cordon and drain are declarative, as the rest of Muster: the command writes what it wants
 on the Node (``spec.unschedulable``; for a drain also the annotations
@@ -28,7 +29,11 @@ from muster.sdk.errors import ObjectConflict
 
 __all__ = ["node_app"]
 
-node_app = typer.Typer(name="node", help="Cordon, uncordon and drain nodes.", no_args_is_help=True)
+node_app = typer.Typer(
+    name="node",
+    help="Cordon, uncordon and drain nodes; spot notices and GPU faults for drills.",
+    no_args_is_help=True,
+)
 app.add_typer(node_app)
 
 NameArg = Annotated[str, typer.Argument(help="The node's name (muster get nodes).")]
@@ -146,6 +151,30 @@ def inject_fault(
     device = answer["gpu"]
     state = device["health"] + (f" ({device['healthReason']})" if device.get("healthReason") else "")
     console.print(f"node/{name} GPU {device['index']} ({device['uuid']}): {state}", markup=False)
+
+
+@node_app.command()
+def interrupt(
+    name: NameArg,
+    in_seconds: Annotated[
+        float, typer.Option("--in", min=0, help="Seconds until the provider takes the node back [120].")
+    ] = 120.0,
+    action: Annotated[str, typer.Option("--action", help="terminate, stop or hibernate.")] = "terminate",
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """TESTING AND DRILLS: a spot interruption notice for a pool node, as the cloud's warning.
+
+    The node is cordoned, its jobs get SIGTERM now (they checkpoint) and are requeued ahead of
+    newer work; the autoscaler asks for a replacement; the node goes at the notice's time."""
+    with handle_errors(), connect(server, token) as client:
+        answer = client.interrupt_node(name, {"inSeconds": in_seconds, "action": action})
+    when = answer["interruption"]["terminationTime"]
+    console.print(
+        f"node/{name} (pool {answer['nodePool']}, claim {answer['nodeClaim']}): {action} at {when}; "
+        f"its jobs are moved off",
+        markup=False,
+    )
 
 
 def _edit(client: Client, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

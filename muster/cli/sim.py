@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -206,6 +206,19 @@ def philly_cmd(
     placement: str = typer.Option("binpack", help="Node placement policy of the scheduler core."),
     seed: int = typer.Option(0, help="Seed of the scheduler's tie-breaking."),
     trace: str = typer.Option("philly", help="Trace file: a name in philly/ or a path."),
+    pools: Path | None = typer.Option(
+        None,
+        help="NodePools (YAML) the cluster grows and shrinks with: replays on --nodes static nodes "
+        "(none unless given) plus the pools' nodes, made by the autoscaler (docs/capacity.md).",
+    ),
+    spot_rate: float = typer.Option(
+        0.0, min=0, help="With --pools: spot interruptions per spot node-hour (e.g. 0.01)."
+    ),
+    notice_seconds: float = typer.Option(120.0, min=0, help="With --pools: a spot notice's lead time."),
+    autoscale_interval: float = typer.Option(
+        30.0, min=1, help="With --pools: seconds between the autoscaler's decisions."
+    ),
+    static_price: float = typer.Option(0.0, min=0, help="With --pools: price per static node-hour."),
     jobs: int = JOBS,
     out: Path = OUT,
     trace_dir: Path | None = TRACE_DIR,
@@ -249,6 +262,22 @@ def philly_cmd(
         described["window"] = (
             f"days {start_day:g} to {start_day + days:g}" if days else f"from day {start_day:g}"
         )
+    if pools is not None:
+        _elastic_out(
+            inputs,
+            specs,
+            pools,
+            nodes,
+            described,
+            out,
+            output,
+            spot_rate,
+            notice_seconds,
+            autoscale_interval,
+            static_price,
+            seed,
+        )
+        return
     with _progress("philly replay", len(specs)) as advance:
         results = run_variants(
             setup,
@@ -266,3 +295,52 @@ def philly_cmd(
         return
     console.print(terminal_table(report))
     console.print(f"reports: {paths[0]} and {len(paths) - 1} more in {out}")
+
+
+def _elastic_out(
+    inputs: Any,
+    specs: list[Any],
+    pools_file: Path,
+    nodes: int | None,
+    described: dict[str, object],
+    out: Path,
+    output: Output,
+    spot_rate: float,
+    notice_seconds: float,
+    autoscale_interval: float,
+    static_price: float,
+    seed: int,
+) -> None:
+    from muster.sim.capacity_runs import capacity_table, load_pools, run_capacity, write_capacity_reports
+    from muster.sim.elastic import ElasticSpec
+
+    pools = _checked(lambda: load_pools(pools_file))
+    static = nodes or 0
+    gpus = max(p.gpus for p in pools)
+    cluster = inputs.cluster.model_copy(
+        update={"nodes": static, "gpus_per_node": inputs.cluster.gpus_per_node if static else gpus}
+    )
+    elastic = ElasticSpec(tuple(pools), static_price, spot_rate, notice_seconds, autoscale_interval, seed)
+    described = {
+        **described,
+        "cluster": f"{static} static nodes + pools "
+        + ", ".join(
+            f"{p.name} (max {p.max_nodes} x {p.gpus} GPUs, "
+            f"{'spot' if p.spot else 'on-demand'}, {p.price:g}/h)"
+            for p in pools
+        ),
+        "spot interruptions per node-hour": spot_rate,
+        "notice s": notice_seconds,
+        "autoscaler every s": autoscale_interval,
+    }
+    with _progress("philly replay on pools", len(specs)) as advance:
+        rows = []
+        for spec in specs:
+            rows += run_capacity(inputs.jobs, cluster, [(spec.name, spec, elastic)])
+            advance(spec.name, 1.0)
+    paths = write_capacity_reports(out, "philly", rows, described)
+    if output is Output.json:
+        print(json.dumps({"described": described, "replays": [r.to_dict() for r in rows]}, default=str))
+        return
+    console.print(capacity_table(rows))
+    console.print(f"reports: {paths[0]} and {paths[1]}")

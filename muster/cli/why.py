@@ -138,6 +138,23 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
         )
         if len(nodes) > len(shown):
             _item(f"and {len(nodes) - len(shown)} more nodes (-o json lists them all)")
+    waiting = (ex.get("capacity") or {}).get("nodes") or []
+    if waiting:
+        _heading("Nodes coming up for it")
+        print_rows(
+            ["NODECLAIM", "POOL", "PHASE", "ETA", "PROVIDER ERROR"],
+            [
+                [
+                    w["claim"],
+                    w["pool"],
+                    w["phase"],
+                    "-" if w.get("etaSeconds") is None else f"{w['etaSeconds']:.0f}s",
+                    w.get("error") or "",
+                ]
+                for w in waiting
+            ],
+            indent="  ",
+        )
     if ex.get("fragmentation") is not None:
         _heading("Free GPUs")
         _item(ex["fragmentation"]["message"])

@@ -14,7 +14,9 @@ One thread drives, in order, on every pass:
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
    workflows it admitted are reconciled at once, so their pods are created in the same pass;
    then the ResourceQuotas' usage;
-8. the pod executor again, which starts the new pods and stops the ones asked to stop.
+8. capacity (:mod:`muster.controllers.capacity`): spot notices, NodeClaims, the autoscaler
+   (it reads the verdicts the scheduler just wrote), the cost ledger;
+9. the pod executor again, which starts the new pods and stops the ones asked to stop.
 
 Passes are triggered by store changes (the cache's watch), by the runtime's reports, by
 timers (deadlines, TTLs, backoff) and by a periodic full resync that looks at everything, so
@@ -44,6 +46,7 @@ from muster.api.labels import JOB_NAME_LABEL, SERVING_SERVICE_LABEL, WORKFLOW_LA
 from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
+from muster.controllers.capacity.controller import CapacityController
 from muster.controllers.context import Context, EventRecorder
 from muster.controllers.insight.metrics import ClusterState
 from muster.controllers.namespaces.controller import NamespaceController, QuotaController
@@ -179,6 +182,9 @@ class Manager:
             interval=self.config.gpu_sample_seconds,
             history_seconds=self.config.gpu_history_seconds,
         )
+        self.capacity = CapacityController(
+            self.ctx, self.runtime, self.config.kubernetes, retention_days=settings().cost_retention_days
+        )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
@@ -215,6 +221,7 @@ class Manager:
         self.ctx.cache.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.capacity.close()
         if self.ctx.events is not None:
             self.ctx.events.close()
         if self._own_runtime:
@@ -336,13 +343,15 @@ class Manager:
         self._reconcile_workloads(changed, full)
         self._reconcile_namespaces(changed, full)
         # a replica created this pass (a scale-up from zero waits on it) is placed in this pass too
-        if self._scheduling_needed(changed, full) or self.serving.created:
+        scheduled = self._scheduling_needed(changed, full) or bool(self.serving.created)
+        if scheduled:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
             self._reconcile_services(_owners_of(admitted, "InferenceService", SERVING_SERVICE_LABEL))
         if full or any(k[0] in ("Workload", "ResourceQuota") for k in changed):
             self.quotas.sync()
+        self.capacity.reconcile(changed, full, scheduled)
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:
@@ -420,6 +429,11 @@ class Manager:
         self._faults.put((node, fault, future))
         self.ctx.cache.mark([("Node", "", node)])  # wakes the loop
         return future
+
+    def request_interruption(self, node: str, at: float, action: str = "terminate") -> Future[Obj]:
+        """(Any thread; testing and drills.) A spot notice for ``node``, taken back at ``at``
+        (epoch seconds); the future holds its NodeClaim once the notice is stored."""
+        return self.capacity.request_interruption(node, at, action)
 
     def _inject_faults(self) -> list[tuple[Future[GpuDevice], GpuDevice]]:
         answered = []

@@ -65,6 +65,8 @@ __all__ = [
     "SupportsNodeWatch",
     "SupportsReadoption",
     "SupportsRetention",
+    "SupportsVirtualNodes",
+    "VirtualNodeSpec",
     "Volume",
     "VolumeMount",
     "iso_from_epoch",
@@ -197,7 +199,9 @@ class NodeInfo:
 
     ``taints`` and ``unschedulable``, when not None, belong to the runtime (a Kubernetes
     Node's ``spec.taints`` and cordon): the Node controller writes them to ``spec``. None
-    leaves ``spec`` to users (``muster`` edits on the local runtime).
+    leaves ``spec`` to users (``muster`` edits on the local runtime). ``initial_taints`` are
+    the taints a Node is *created* with when the runtime does not own them (a virtual node
+    made from a NodePool's template): users and controllers own them afterwards.
     """
 
     name: str
@@ -212,6 +216,7 @@ class NodeInfo:
     used_by_others: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[NodeTaint, ...] | None = None
     unschedulable: bool | None = None
+    initial_taints: tuple[NodeTaint, ...] = ()
 
 
 # -- pods ------------------------------------------------------------------------------------
@@ -692,3 +697,47 @@ class SupportsFaultInjection(ABC):
         :class:`PodRuntimeError` saying so. Raises KeyError naming the known nodes or GPUs
         for an unknown one.
         """
+
+
+@dataclass(frozen=True)
+class VirtualNodeSpec:
+    """A node a runtime hosts beside its own machine, made on request (a capacity provider's
+    "machine": docs/capacity.md). It has ``gpus`` fake GPUs of ``gpu_model`` with
+    ``gpu_memory_bytes`` each (cut into ``mig_slices`` slices of ``mig_profile`` when set),
+    ``cpu`` and ``memory`` (quantity strings), the ``labels`` and, on creation, the ``taints``
+    of its template. It is offered by :meth:`Runtime.nodes` from ``ready_at`` (epoch seconds)
+    on, as a machine that finished booting."""
+
+    name: str
+    gpus: int
+    gpu_model: str
+    gpu_memory_bytes: int
+    cpu: str
+    memory: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[NodeTaint, ...] = ()
+    mig_profile: str = ""
+    mig_slices: int = 0
+    ready_at: float = 0.0
+
+
+class SupportsVirtualNodes(ABC):
+    """A runtime that can host more nodes than its own machine: nodes a capacity provider adds
+    and removes (the local provider's fake-GPU nodes). Pods bound to a virtual node run like any
+    other pod of the runtime; they see that node's GPUs. The runtime keeps its virtual nodes
+    across restarts (written before :meth:`add_virtual_node` returns).
+    """
+
+    @abstractmethod
+    def add_virtual_node(self, spec: VirtualNodeSpec) -> VirtualNodeSpec:
+        """Add the node (idempotent: a node of that name is kept as it is and returned)."""
+
+    @abstractmethod
+    def remove_virtual_node(self, name: str) -> None:
+        """Take the node away, as a machine that is switched off: the processes of its pods
+        are killed and the pods end NodeLost (or with the reason of a stop asked before).
+        Removing an unknown node does nothing."""
+
+    @abstractmethod
+    def virtual_nodes(self) -> list[VirtualNodeSpec]:
+        """Every virtual node, booting or up, by name."""

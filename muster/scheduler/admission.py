@@ -437,7 +437,9 @@ class _Admitter:
                 self.c.placer.release(again)  # type: ignore[union-attr]
             else:
                 f = again
-            return Pending(w, f.code, f.message or "no node can take the gang", f.details)
+            # The flavor choices whose quota fit: what the autoscaler may add nodes for.
+            details = {**f.details, "flavorOptions": [[dict(m) for m in a.flavors] for a, _ in out.failures]}
+            return Pending(w, f.code, f.message or "no node can take the gang", details)
         evals = out.evals
         quota_limited = next((a for a in evals if not a.exceeds_max), None)
         if quota_limited is None and evals:

@@ -226,6 +226,11 @@ class Client:
         ``clear``) or report readings; the GPU as the node now reports it."""
         return self._request("POST", f"{_PREFIX}/nodes/{node}/fault-injection", json_body=fault)
 
+    def interrupt_node(self, node: str, notice: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Testing and drills: a spot interruption notice for a pool node (``{"inSeconds": 120}``,
+        or ``{"time": RFC 3339, "action": "terminate"}``); the node's NodeClaim as it is now."""
+        return self._request("POST", f"{_PREFIX}/nodes/{node}/interruption", json_body=notice or {})
+
     def retry_workflow(self, name: str, namespace: str | None = None) -> list[str]:
         """Retry a failed workflow (``muster retry``); the tasks that run again. A workflow that
         did not fail is refused (:class:`ObjectConflict`)."""

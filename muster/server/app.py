@@ -35,7 +35,7 @@ from muster.server.limits import BodyLimit
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
 from muster.server.negotiation import check_request
 from muster.server.routes import access as access_routes
-from muster.server.routes import actions, apply, faults, insight, logs, system
+from muster.server.routes import actions, apply, capacity, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
 from muster.store import Store
@@ -140,6 +140,7 @@ def create_app(
     app.include_router(logs.router)
     app.include_router(insight.router)
     app.include_router(faults.router)
+    app.include_router(capacity.router)
     app.include_router(actions.router)
     app.include_router(access_routes.router)
     for info in registry.kinds():

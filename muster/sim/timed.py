@@ -212,10 +212,11 @@ class TimedReplay:
             t_done = self.completions[0][0] if self.completions else math.inf
             t_back = self.requeues[0][0] if self.requeues else math.inf
             t_cycle = max(next_tick, self.now) if (dirty and spec.interval > 0) else math.inf
-            t = min(t_arr, t_done, t_back, t_cycle)
+            t = min(t_arr, t_done, t_back, t_cycle, self._next_event())
             if t == math.inf:
                 break
             self._advance(t)
+            dirty |= self._events(t)
             while self.completions and self.completions[0][0] <= t:
                 _, j, attempt = heapq.heappop(self.completions)
                 if attempt == self.attempt[j] and self.state[j] == RUNNING:
@@ -237,6 +238,15 @@ class TimedReplay:
                 progress(a / max(len(arrivals), 1))
                 next_report = a + max(len(arrivals) // 200, 1)
         return self._result(time.perf_counter() - started)
+
+    def _next_event(self) -> float:
+        """When a driver's own next event is due (``math.inf``: none); see :meth:`_events`."""
+        return math.inf
+
+    def _events(self, t: float) -> bool:
+        """A driver's own events due at ``t`` (nodes coming and going in an elastic replay,
+        :mod:`muster.sim.elastic`); True when they give the scheduler something to decide."""
+        return False
 
     def _cycles(self) -> bool:
         """Run cycles at this instant until one preempts nothing; False: nothing is left to

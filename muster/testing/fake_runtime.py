@@ -16,13 +16,16 @@ checkpoints and exits on SIGTERM would) unless ``hold_stops`` is set, in which c
 Several nodes (``nodes={"node-a": 4, "node-b": 8}``) have fake GPUs whose readings and
 faults are those of :class:`muster.runtime.local.fake.FakeGpu` (GPU metrics and fault
 injection work as on the local runtime); :meth:`lose_node` makes a node vanish as a machine
-that lost power does: no more heartbeats, and its pods are gone with it.
+that lost power does: no more heartbeats, and its pods are gone with it. Virtual nodes (the
+local provider's, :class:`SupportsVirtualNodes`) are offered once ``time_source()`` reaches
+their ``ready_at``; removing one fails its pods NodeLost (or with the stop reason asked).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from muster.runtime.base import (
     ContainerStatus,
@@ -43,11 +46,14 @@ from muster.runtime.base import (
     StopReason,
     SupportsFaultInjection,
     SupportsGpuMetrics,
+    SupportsNodeWatch,
+    SupportsVirtualNodes,
+    VirtualNodeSpec,
     iso_from_epoch,
 )
 from muster.runtime.local.fake import FakeGpu, FakeGpus
 
-__all__ = ["FakePod", "FakeRuntime"]
+__all__ = ["FakePod", "FakeRuntime", "WatchingFakeRuntime"]
 
 
 @dataclass
@@ -72,7 +78,7 @@ class FakePod:
         return dict(self.launch.containers[0].env)
 
 
-class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
+class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection, SupportsVirtualNodes):
     """One node named ``node`` with ``gpus`` fake GPUs (or the ``nodes`` given, name -> GPU
     count, of ``model`` or the node's entry in ``models``); pods change only when told to."""
 
@@ -105,11 +111,18 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
         self.started: list[str] = []  # "namespace/name" in start order
         self.stops: list[tuple[str, str]] = []  # ("namespace/name", reason) in stop order
         self.clock = 1_000_000.0
+        self.virtual: dict[str, VirtualNodeSpec] = {}
+        self.time_source: Callable[[], float] = lambda: self.clock
 
     # -- the contract --------------------------------------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:
-        return [self._node(name, gpus) for name, gpus in self.devices.items() if name not in self.lost]
+        now = self.time_source()
+        return [
+            self._node(name, gpus)
+            for name, gpus in self.devices.items()
+            if name not in self.lost and (name not in self.virtual or self.virtual[name].ready_at <= now)
+        ]
 
     def _node(self, name: str, source: FakeGpus) -> NodeInfo:
         gpus = tuple(
@@ -126,8 +139,17 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
         )
         healthy = sum(g.health == "Healthy" for g in gpus)
         model = source.gpus[0].model if source.gpus else self.model
-        labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": model}
-        resources = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(len(gpus))}
+        spec = self.virtual.get(name)
+        labels = {
+            **(spec.labels if spec else {}),
+            "kubernetes.io/hostname": name,
+            "nvidia.com/gpu.product": model,
+        }
+        resources = {
+            "cpu": spec.cpu if spec else "64",
+            "memory": spec.memory if spec else "256Gi",
+            "nvidia.com/gpu": str(len(gpus)),
+        }
         bad = [g for g in gpus if g.health != "Healthy"]
         gpu_condition = (
             NodeCondition(
@@ -147,6 +169,7 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
             gpus=gpus,
             conditions=(NodeCondition("Ready", "True", "FakeRuntimeReady"), gpu_condition),
             warnings=source.warnings,
+            initial_taints=spec.taints if spec else (),
         )
 
     def gpu_samples(self) -> list[GpuSample]:
@@ -196,6 +219,33 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
 
     def close(self) -> None:
         return None
+
+    def add_virtual_node(self, spec: VirtualNodeSpec) -> VirtualNodeSpec:
+        if spec.name in self.virtual:
+            return self.virtual[spec.name]
+        self.virtual[spec.name] = spec
+        self.devices[spec.name] = FakeGpus(
+            [
+                FakeGpu(i, f"GPU-{spec.name}-{i}", spec.gpu_model, spec.gpu_memory_bytes)
+                for i in range(spec.gpus)
+            ]
+        )
+        self.lost.discard(spec.name)
+        return spec
+
+    def remove_virtual_node(self, name: str) -> None:
+        if self.virtual.pop(name, None) is None:
+            return
+        self.devices.pop(name, None)
+        for fake in self.pods_by_uid.values():
+            if fake.launch.node == name and fake.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+                fake.phase = PodPhase.FAILED
+                fake.reason = PodReason(fake.stop.value) if fake.stop else PodReason.NODE_LOST
+                fake.exit_code = 137
+                fake.message = f"node {name} was terminated with the pod's processes on it"
+
+    def virtual_nodes(self) -> list[VirtualNodeSpec]:
+        return [self.virtual[n] for n in sorted(self.virtual)]
 
     # -- puppetry --------------------------------------------------------------------------------
 
@@ -276,3 +326,29 @@ class FakeRuntime(SupportsGpuMetrics, SupportsFaultInjection):
             started_at=started,
             finished_at=iso_from_epoch(self.clock) if final else None,
         )
+
+
+class WatchingFakeRuntime(FakeRuntime, SupportsNodeWatch):
+    """A :class:`FakeRuntime` that watches its nodes as the local runtime does: a virtual node
+    that came up or was removed is news (the Node appears or is deleted at once), and a node it
+    no longer lists is gone (its Node is deleted rather than turning NotReady)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._offered: list[str] | None = None
+
+    def nodes(self) -> list[NodeInfo]:
+        out = super().nodes()
+        self._offered = [n.name for n in out]
+        return out
+
+    def nodes_changed(self) -> bool:
+        if self._offered is None:
+            return False
+        now = self.time_source()
+        listed = [
+            n
+            for n in self.devices
+            if n not in self.lost and (n not in self.virtual or self.virtual[n].ready_at <= now)
+        ]
+        return listed != self._offered

@@ -73,6 +73,19 @@ _BODIES: dict[str, Obj] = {
     "ServiceAccount": {},
     "Namespace": {},
     "InferenceService": {"spec": {"minReplicas": 0, "predictor": _POD}},
+    # a hook pool whose command fails: a claim of it only records the provider's error
+    "NodePool": {"spec": {"provider": "hook", "providerConfig": {"command": "false"}, "maxNodes": 1}},
+    "NodeClaim": {
+        "spec": {
+            "nodePool": "p",
+            "provider": "hook",
+            "providerConfig": {"command": "false"},
+            "capacityType": "on-demand",
+            "pricePerHour": 0,
+            "template": {},
+        }
+    },
+    "UsageRecord": {"spec": {"type": "Node", "name": "n", "start": "2026-01-01T00:00:00Z"}},
 }
 
 

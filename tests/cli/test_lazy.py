@@ -71,6 +71,7 @@ def test_the_table_names_every_verb_the_modules_register():
         ["delete", "tj", "x"],
         ["top", "nodes"],
         ["why", "job/x"],
+        ["cost", "--since", "1d"],
         ["whoami"],
         ["auth", "can-i", "delete", "trainingjobs", "-n", "team-a"],
         ["token", "list"],

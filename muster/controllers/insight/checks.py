@@ -11,6 +11,7 @@ from muster.api.conditions import condition, epoch
 from muster.api.labels import DRAIN_ANNOTATION, pod_name
 from muster.api.lifecycle import JobPhase, is_final, job_phase
 from muster.api.quantity import fmt_amount
+from muster.controllers.insight.cost import cost_report
 from muster.controllers.insight.explain.pending import queue_time
 from muster.controllers.insight.explain.rootcause import gpu_repair_action, uncordon_action
 from muster.controllers.insight.findings import (
@@ -327,6 +328,34 @@ def quota(inp: Inputs, _t: Thresholds) -> list[Finding]:
     return out
 
 
+def pool_idle_cost(inp: Inputs, t: Thresholds) -> list[Finding]:
+    """NodePools paying for nodes nothing runs on: idle cost per hour over the last hour."""
+    start = inp.now - _IDLE_COST_WINDOW
+    report = cost_report(inp.usage_records, start, inp.now, by="pool")
+    hours = _IDLE_COST_WINDOW / 3600.0
+    out = []
+    for pool in report.pools:
+        per_hour = pool.idle_cost / hours
+        if pool.pool == "(no pool)" or per_hour <= t.idle_pool_cost:
+            continue
+        out.append(
+            Finding(
+                "warning",
+                "PoolIdleCost",
+                f"NodePool {pool.pool} paid {per_hour:.2f} per hour for idle capacity over the last hour",
+                [f"nodepool/{pool.pool}"],
+                [
+                    f"its nodes cost {pool.cost:.2f} in the last hour, {pool.allocated_cost:.2f} of it "
+                    f"allocated to pods ({pool.idle_pct:.0f}% idle)",
+                    f"the threshold is {t.idle_pool_cost:.2f} per hour (MUSTER_DOCTOR_IDLE_POOL_COST)",
+                ],
+                "lower the pool's minNodes, shorten consolidation.ttlSecondsAfterEmpty, or set "
+                "consolidation.repackUnderutilized so half-used nodes are emptied (docs/capacity.md)",
+            )
+        )
+    return out
+
+
 CHECKS: tuple[Callable[[Inputs, Thresholds], list[Finding]], ...] = (
     nodes,
     jobs,
@@ -335,7 +364,9 @@ CHECKS: tuple[Callable[[Inputs, Thresholds], list[Finding]], ...] = (
     waiting,
     blocked,
     quota,
+    pool_idle_cost,
 )
+_IDLE_COST_WINDOW = 3600.0
 
 
 # -- helpers ---------------------------------------------------------------------------------

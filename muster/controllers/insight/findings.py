@@ -39,6 +39,7 @@ CODES = (
     "PendingTooLong",
     "FragmentationBlocksGang",
     "QuotaUnusedWhileOthersWait",
+    "PoolIdleCost",
     "NodeCordoned",
 )
 
@@ -51,6 +52,7 @@ class Thresholds:
     idle_minutes: float = 10.0  # ... for at least this long
     pending_minutes: float = 30.0  # a Workload waiting longer is reported
     restarts: int = 3  # gang restarts that make a restart loop
+    idle_pool_cost: float = 5.0  # idle cost per hour of a NodePool (over the last hour) that is reported
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class Thresholds:
             "idleMinutes": self.idle_minutes,
             "pendingMinutes": self.pending_minutes,
             "restarts": self.restarts,
+            "idlePoolCost": self.idle_pool_cost,
         }
 
 
@@ -94,6 +97,8 @@ class Inputs:
     history: History = field(default_factory=dict)
     sample_seconds: float | None = None
     now: float = 0.0
+    usage_records: Sequence[Obj] = ()  # the cost ledger (UsageRecords)
+    node_claims: Sequence[Obj] = ()  # the nodes coming up (a waiting Workload may wait for one)
 
 
 def owner_ref(wl: Obj) -> str:

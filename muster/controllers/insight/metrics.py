@@ -100,6 +100,17 @@ class ControlPlaneMetrics(Collector):
             ["namespace"],
             registry=None,
         )
+        self.scale_events = Counter(
+            "muster_nodepool_scale",
+            "Nodes asked of (up) or given back by (down) each NodePool's provider.",
+            ["pool", "direction"],
+            registry=None,
+        )
+        self.spot_lost_gpu_seconds = Counter(
+            "muster_spot_lost_gpu_seconds",
+            "GPU-seconds of work redone because spot interruptions ended pods before a checkpoint.",
+            registry=None,
+        )
         self.cluster: ClusterState | None = None
         for name in ("admitted", "preempted", "pending"):
             self.decisions.labels(name)  # every decision shows, at 0 until the first
@@ -116,6 +127,8 @@ class ControlPlaneMetrics(Collector):
             self.admission_wait,
             self.pod_failures,
             self.pod_restarts,
+            self.scale_events,
+            self.spot_lost_gpu_seconds,
         ):
             yield from metric.collect()
         if self.cluster is not None:
@@ -144,6 +157,24 @@ def _state(cluster: ClusterState) -> Iterator[Metric]:
     yield _counts("muster_pods", "Pods by phase.", "phase", list(_PHASES), (phase(p) for p in pods))
     yield from _nodes_and_gpus(cluster.list("Node"), pods, cluster.latest())
     yield from _serving(cluster.list("InferenceService"))
+    yield from _pools(cluster.list("NodePool"))
+
+
+def _pools(pools: list[Obj]) -> Iterator[Metric]:
+    nodes = GaugeMetricFamily(
+        "muster_nodepool_nodes",
+        "Nodes of each NodePool: ready, or provisioning (asked for, not Ready yet).",
+        labels=["pool", "state"],
+    )
+    cost = GaugeMetricFamily(
+        "muster_nodepool_cost_per_hour", "What each NodePool's launched nodes cost per hour.", labels=["pool"]
+    )
+    for pool in pools:
+        name, status = pool["metadata"]["name"], pool.get("status") or {}
+        nodes.add_metric([name, "ready"], float(status.get("readyNodes") or 0))
+        nodes.add_metric([name, "provisioning"], float(status.get("provisioning") or 0))
+        cost.add_metric([name], float(status.get("costPerHour") or 0.0))
+    yield from (nodes, cost)
 
 
 def _queues(cluster_queues: list[Obj], local_queues: list[Obj], workloads: list[Obj]) -> Iterator[Metric]:

@@ -87,7 +87,8 @@ def failed(inp: Inputs, _t: Thresholds) -> list[Finding]:
 def blocked(inp: Inputs, _t: Thresholds) -> list[Finding]:
     """Waiting Workloads that no GPU exists for, that can never be admitted as the cluster is,
     or that would be admitted now but for a fact that could be set right; one finding per
-    root cause (or, without one, per ClusterQueue)."""
+    root cause (or, without one, per ClusterQueue). Those a NodePool's node is coming up for
+    are left out."""
     groups: dict[str, list[Obj]] = {}
     for wl in sorted(inp.workloads, key=lambda w: (queue_time(w), object_ref(w))):
         pending = (wl.get("status") or {}).get("pending") or {}
@@ -99,6 +100,8 @@ def blocked(inp: Inputs, _t: Thresholds) -> list[Finding]:
         snapshot_of(shared, None)  # one snapshot of the cluster for every explanation below
     for members in list(groups.values())[:_EXPLAINED]:
         ex = explain(members[0], dataclasses.replace(shared, workload=members[0]))
+        if ex.capacity is not None:
+            continue  # a NodePool's node is coming up for it: the wait is being acted on
         cause = ex.root_cause
         never = ex.reason == "ExceedsMaxQuota" or (ex.fits_when is not None and ex.fits_when.never)
         if cause is not None and cause.kind == "NoGPUs":
@@ -162,6 +165,7 @@ def _context(inp: Inputs) -> WhyContext:
         cohorts=inp.cohorts,
         priority_classes=inp.priority_classes,
         jobs=inp.jobs,
+        node_claims=inp.node_claims,
         now=inp.now,
     )
 

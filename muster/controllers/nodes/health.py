@@ -17,7 +17,11 @@ Level-triggered, from the Node objects and the Workloads placed on them:
 * **drain** (``muster node drain``: ``spec.unschedulable`` plus the annotation
   :data:`DRAIN_ANNOTATION`): every Workload with a pod on the node is evicted with reason
   ``NodeDrained`` and its pods stopped with reason ``Evicted`` and the drain's grace period;
-  pods no Workload owns are stopped alike.
+  pods no Workload owns are stopped alike;
+* **spot interruption** (the annotation :data:`INTERRUPTION_ANNOTATION`, the termination
+  time, written by the capacity controller on a notice): as a drain, with reason
+  ``SpotInterrupted`` and the time left until termination as the grace period; the
+  Workloads keep their place in the queue when requeued.
 
 The eviction itself (pods gone, admission cleared, requeue) is the Workload controller's, as
 for a preemption (docs/control-plane.md).
@@ -31,7 +35,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from muster.api.conditions import condition, epoch, iso, set_condition
-from muster.api.labels import DRAIN_ANNOTATION, DRAIN_GRACE_ANNOTATION, WORKLOAD_LABEL
+from muster.api.labels import (
+    DRAIN_ANNOTATION,
+    DRAIN_GRACE_ANNOTATION,
+    INTERRUPTION_ANNOTATION,
+    WORKLOAD_LABEL,
+)
 from muster.api.lifecycle import EventSpec, WorkloadState, evict_workload, is_final, workload_state
 from muster.controllers.context import Context
 from muster.controllers.pods.stop import StopReasons, stop_requested, stop_requested_object
@@ -42,6 +51,7 @@ __all__ = [
     "GPU_UNHEALTHY_TAINT",
     "NODE_DRAINED",
     "NODE_LOST",
+    "SPOT_INTERRUPTED",
     "HealthController",
 ]
 
@@ -51,8 +61,14 @@ Obj = dict[str, Any]
 GPU_UNHEALTHY = "GPUUnhealthy"
 NODE_LOST = "NodeLost"
 NODE_DRAINED = "NodeDrained"
+SPOT_INTERRUPTED = "SpotInterrupted"
 GPU_UNHEALTHY_TAINT = {"key": "nvidia.com/gpu", "value": "unhealthy", "effect": "NoSchedule"}
-_PRECEDENCE = (NODE_LOST, GPU_UNHEALTHY, NODE_DRAINED)  # the first one found explains an eviction
+_PRECEDENCE = (
+    NODE_LOST,
+    GPU_UNHEALTHY,
+    SPOT_INTERRUPTED,
+    NODE_DRAINED,
+)  # the first one found explains an eviction
 
 
 class HealthController:
@@ -81,6 +97,11 @@ class HealthController:
                 # A node its runtime still lists but reports NotReady (a cluster's kubelet gone
                 # quiet): the runtime fails its pods; their Workloads move elsewhere.
                 problems[name] = (NODE_LOST, f"node {name} is not ready: {_ready_message(node)}", None)
+            elif epoch((node["metadata"].get("annotations") or {}).get(INTERRUPTION_ANNOTATION)) is not None:
+                at = epoch(node["metadata"]["annotations"][INTERRUPTION_ANNOTATION]) or now
+                message = f"node {name} got a spot interruption notice: it is taken back at {iso(at)}"
+                problems[name] = (SPOT_INTERRUPTED, message, max(0.0, at - now))
+                self._stop_unowned(name, max(0.0, at - now), now)
             elif (node["metadata"].get("annotations") or {}).get(DRAIN_ANNOTATION):
                 grace = _float((node["metadata"].get("annotations") or {}).get(DRAIN_GRACE_ANNOTATION))
                 problems[name] = (NODE_DRAINED, f"node {name} is being drained", grace)

@@ -80,7 +80,11 @@ class NodeController:
                     "apiVersion": API_VERSION,
                     "kind": "Node",
                     "metadata": {"name": info.name, "labels": dict(info.labels)},
-                    "spec": {},
+                    # A template's taints are there from the first moment the node is seen, so
+                    # nothing that does not tolerate them is placed there meanwhile.
+                    "spec": {"taints": [_taint(t) for t in info.initial_taints]}
+                    if info.initial_taints
+                    else {},
                 }
             )
             if created is None:

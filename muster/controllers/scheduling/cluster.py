@@ -43,6 +43,7 @@ __all__ = [
     "build_nodes",
     "pod_charge",
     "request_units",
+    "scheduler_node",
     "taints",
     "tolerations",
 ]
@@ -77,7 +78,7 @@ def build_nodes(nodes: Iterable[Obj], holding: Iterable[Obj], pods: Iterable[Obj
     free: dict[str, list[int]] = {}
     others: dict[str, dict[str, str]] = {}
     for obj in nodes:
-        node = _node(obj)
+        node = scheduler_node(obj)
         out[node.name] = node
         free[node.name] = [GPU_MILLI] * node.gpus
         used = (obj.get("status") or {}).get("usedByOthers")
@@ -141,7 +142,8 @@ def _charge_others(node: Node, free: list[int], used: dict[str, str]) -> None:
         free[index] = 0
 
 
-def _node(obj: Obj) -> Node:
+def scheduler_node(obj: Obj) -> Node:
+    """A Node wire dict as the scheduler sees it (before any pod is charged)."""
     status = obj.get("status") or {}
     spec = obj.get("spec") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}

@@ -2,6 +2,10 @@
 ``default`` ClusterQueue whose quota is the registered Nodes' capacity, and a ``default``
 LocalQueue in namespace ``default``, so ``muster apply -f job.yaml`` just works.
 
+With NodePools the quota is what the cluster can ever hold: the Nodes no pool made, plus
+each pool's ``maxNodes`` nodes, so work may queue for nodes a pool has not made yet (the
+autoscaler makes them; docs/capacity.md).
+
 The default ClusterQueue's quota follows the Nodes while it carries the annotation
 :data:`MANAGED_ANNOTATION`: the Node controller calls :func:`sync_default_cluster_queue`
 whenever Nodes change. A user who applies their own ``default`` ClusterQueue replaces the
@@ -15,6 +19,7 @@ from typing import Any
 
 from muster.api import registry
 from muster.api.base import API_VERSION
+from muster.api.labels import NODEPOOL_LABEL as POOL_LABEL
 from muster.api.quantity import Quantity, parse_quantity
 from muster.store.base import ApplyResult, Conflict, NotFound, Obj, Store
 
@@ -90,11 +95,27 @@ def default_cluster_queue(quota: Mapping[str, Quantity]) -> dict[str, Any]:
     }
 
 
-def node_quota(nodes: Iterable[Obj]) -> dict[str, Quantity]:
+def node_quota(nodes: Iterable[Obj], pools: Iterable[Obj] = ()) -> dict[str, Quantity]:
     """The sum of the Nodes' allocatable (capacity where a Node reports no allocatable) of
-    cpu, memory and whole GPUs: what the default queue may hand out."""
+    cpu, memory and whole GPUs: what the default queue may hand out. With ``pools``
+    (NodePools), their nodes count as ``maxNodes`` of the pool's template instead."""
     total: dict[str, Quantity | None] = dict.fromkeys(DEFAULT_RESOURCES)
+    pools = list(pools)
+    pool_names = {p["metadata"]["name"] for p in pools}
+    for pool in pools:
+        spec = pool.get("spec") or {}
+        template = spec.get("template") or {}
+        count = int(spec.get("maxNodes", 10))
+        each = {"cpu": template.get("cpu") or "8", "memory": template.get("memory") or "64Gi"}
+        if int(template.get("gpus") or 0) and not template.get("mig"):
+            each["nvidia.com/gpu"] = str(template["gpus"])
+        for name, value in each.items():
+            q = parse_quantity(value) * count
+            total[name] = q if total[name] is None else total[name] + q
     for node in nodes:
+        if (node["metadata"].get("labels") or {}).get(POOL_LABEL) in pool_names:
+            continue  # counted with its pool
+
         status = node.get("status") or {}
         resources = status.get("allocatable") or status.get("capacity") or {}
         for name in DEFAULT_RESOURCES:
@@ -118,7 +139,8 @@ def sync_default_cluster_queue(store: Store) -> Obj | None:
             return None
         if (current["metadata"].get("annotations") or {}).get(MANAGED_ANNOTATION) != "true":
             return None
-        wanted = _validated(default_cluster_queue(node_quota(store.list("Node").items)))
+        quota = node_quota(store.list("Node").items, store.list("NodePool").items)
+        wanted = _validated(default_cluster_queue(quota))
         if wanted["spec"] == current["spec"]:
             return None
         current["spec"] = wanted["spec"]

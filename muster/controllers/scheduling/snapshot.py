@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from muster.api.conditions import epoch, is_true, transition_time
-from muster.api.lifecycle import WorkloadState, workload_state
+from muster.api.lifecycle import WorkloadState, requeue_keeps_place, workload_state
 from muster.api.namespace import NAMESPACE_NAME_LABEL, enforced_quota_resource
 from muster.api.quantity import to_int
 from muster.api.resources import gpu_demand
@@ -53,6 +53,7 @@ __all__ = [
     "admitted_view",
     "build_snapshot",
     "namespace_quota",
+    "pod_set_of",
     "resolve_queue",
     "workload_key",
 ]
@@ -258,13 +259,15 @@ def _pending(
 ) -> PendingWorkload:
     spec = wl["spec"]
     meta = wl["metadata"]
-    requeued = transition_time(wl, "Requeued") if is_true(wl, "Requeued") else None
+    requeued = (
+        transition_time(wl, "Requeued") if is_true(wl, "Requeued") and not requeue_keeps_place(wl) else None
+    )
     uid, generation = meta.get("uid") or "", int(meta.get("generation") or 0)
     known = memo.get(uid) if memo is not None else None
     if known is not None and known[0] == generation:
         pod_sets = known[1]
     else:
-        pod_sets = [_pod_set(ps) for ps in spec["podSets"]]
+        pod_sets = [pod_set_of(ps) for ps in spec["podSets"]]
         if memo is not None and uid:
             memo[uid] = (generation, pod_sets)
     return PendingWorkload(
@@ -279,7 +282,8 @@ def _pending(
     )
 
 
-def _pod_set(ps: Obj) -> PodSet:
+def pod_set_of(ps: Obj) -> PodSet:
+    """A Workload's pod set (wire form) as the scheduler sees it."""
     requests = ps.get("requests") or {}
     demand = gpu_demand(requests)
     topology = ps.get("topologyRequest") or {}

@@ -39,12 +39,15 @@ EVICTION_STOP_REASONS = {
     "GPUUnhealthy": StopReasons.GPU_UNHEALTHY,
     "NodeLost": StopReasons.NODE_LOST,
     "NodeDrained": StopReasons.EVICTED,
+    "SpotInterrupted": StopReasons.EVICTED,
 }
 # The one place that decides which evictions count toward a job's backoffLimit: these are the
 # infrastructure's doing (a GPU or node failed, a node is drained, the runtime could not place
 # the gang), so the job is requeued to run elsewhere and nothing is counted. A preemption is
 # not counted either, but is recorded and checkpointed as one; a suspension is its owner's.
-REQUEUE_EVICTIONS = frozenset({"GPUUnhealthy", "NodeLost", "NodeDrained", PodReason.GANG_START_FAILED.value})
+REQUEUE_EVICTIONS = frozenset(
+    {"GPUUnhealthy", "NodeLost", "NodeDrained", "SpotInterrupted", PodReason.GANG_START_FAILED.value}
+)
 
 
 def workload_pods(ctx: Context, wl: Obj) -> list[Obj]:

@@ -41,6 +41,7 @@ from muster.api.labels import (
     pod_name,
 )
 from muster.api.lifecycle import (
+    KEEPS_QUEUE_PLACE,
     EventSpec,
     JobPhase,
     WorkloadState,
@@ -238,6 +239,11 @@ class _Pass:
         if current in (JobPhase.RUNNING, JobPhase.RESTARTING):
             self._move(JobPhase.QUEUED, reason, message)
             self.events[-1] = EventSpec("Warning", reason, message)
+            if reason in KEEPS_QUEUE_PLACE:
+                # A spot interruption ends a run the way a preemption does (SIGTERM, checkpoint):
+                # recorded with it, so the next run notes whether it found the checkpoint.
+                record = {"time": evicted.get("lastTransitionTime") or iso(self.now), "reason": reason}
+                self.status.setdefault("preemptions", []).append({**record, "message": message})
         elif current is JobPhase.QUEUED and waiting and set_job_message(self.job, reason, message, self.now):
             self.events.append(EventSpec("Warning", reason, message))
 

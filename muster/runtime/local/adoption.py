@@ -49,6 +49,7 @@ def _adopt(doc: dict, pod_dir: Path) -> PodRecord:
         reported=None,  # the caller learns every adopted pod's status once
         stop=read_json(pod_dir / "stop.json"),
         labels=dict(doc.get("labels") or {}),
+        node=str(doc.get("node") or ""),
     )
     limits = doc.get("memory_limits") or {}
     for name in doc["containers"]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from muster.api.quantity import Quantity, QuantityError, parse_quantity
-from muster.runtime.base import GpuDevice, GpuFault, GpuSample
+from muster.runtime.base import GpuDevice, GpuFault, GpuSample, MigDevice
 from muster.runtime.local.xid import GPU_LOST_REASON, describe_xid, xid_fault
 
 __all__ = [
@@ -58,6 +58,9 @@ class FakeGpu:
     healthy: bool = True
     health_reason: str = ""
     lost: bool = False  # fell off the bus: unhealthy, and no readings
+    # MIG: the GPU is cut into this many slices of this profile (e.g. 7 x 1g.10gb); 0: whole.
+    mig_profile: str = ""
+    mig_slices: int = 0
     # What an operator should know that does not change health (application XIDs).
     notices: list[str] = field(default_factory=list)
 
@@ -162,6 +165,11 @@ class FakeGpus:
                 uuid=g.uuid,
                 model=g.model,
                 memory_bytes=g.memory_bytes,
+                mig_mode=g.mig_slices > 0,
+                mig_devices=tuple(
+                    MigDevice(j, f"MIG-{g.uuid[4:]}-{j}", g.mig_profile, g.memory_bytes // g.mig_slices)
+                    for j in range(g.mig_slices)
+                ),
                 nvlink_peers=tuple(i for i in indices if i != g.index),
                 domain=FAKE_DOMAIN,
                 health="Healthy" if g.healthy else "Unhealthy",

@@ -66,13 +66,18 @@ def local_node(
     name: str | None = None,
     reserved: Mapping[str, str] | None = None,
     health: Mapping[int, tuple[bool, str]] | None = None,
+    cpu: Quantity | None = None,
+    memory: Quantity | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> NodeInfo:
-    """Describe this machine now (CPU count, total memory, GPU devices and their health)."""
+    """Describe this machine now (CPU count, total memory, GPU devices and their health).
+
+    A virtual node the runtime hosts (:mod:`muster.runtime.local.virtual`) gives its own
+    ``cpu``, ``memory`` and extra ``labels`` instead of this machine's."""
     devices = apply_health(gpus.devices(), health or {})
-    cpus = _usable_cpus()
     capacity: dict[str, Quantity] = {
-        "cpu": Quantity(cpus),
-        "memory": Quantity(psutil.virtual_memory().total, Format.BINARY_SI),
+        "cpu": cpu if cpu is not None else Quantity(_usable_cpus()),
+        "memory": memory if memory is not None else Quantity(psutil.virtual_memory().total, Format.BINARY_SI),
     }
     allocatable = dict(capacity)
     whole = [d for d in devices if not d.mig_mode]
@@ -89,7 +94,7 @@ def local_node(
         name=name or node_name(),
         capacity={k: str(v) for k, v in capacity.items()},
         allocatable={k: str(v) for k, v in allocatable.items()},
-        labels=_labels(name or node_name(), devices, gpus.kind),
+        labels={**(labels or {}), **_labels(name or node_name(), devices, gpus.kind)},
         gpus=tuple(devices),
         conditions=(
             NodeCondition("Ready", "True", "LocalRuntimeReady", "the local runtime is running pods"),

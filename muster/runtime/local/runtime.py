@@ -45,7 +45,10 @@ from muster.runtime.base import (
     SupportsFaultInjection,
     SupportsGpuMetrics,
     SupportsLogs,
+    SupportsNodeWatch,
     SupportsReadoption,
+    SupportsVirtualNodes,
+    VirtualNodeSpec,
 )
 from muster.runtime.local import logs as logfiles
 from muster.runtime.local.adoption import adopt_pods
@@ -68,6 +71,7 @@ from muster.runtime.local.tracking import (
     take_change,
     update_phase,
 )
+from muster.runtime.local.virtual import VirtualNodes
 from muster.runtime.local.volumes import make_links, remove_pod_volumes
 
 __all__ = ["HomeInUse", "LocalRuntime", "check_home_free"]
@@ -97,9 +101,21 @@ def check_home_free(home: Path) -> None:
         os.close(_lock(path, claim=False))
 
 
-class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, SupportsFaultInjection):
+class LocalRuntime(
+    SupportsLogs,
+    SupportsReadoption,
+    SupportsGpuMetrics,
+    SupportsFaultInjection,
+    SupportsVirtualNodes,
+    SupportsNodeWatch,
+):
     """Runs pods as local processes. Construction takes the home's lock and re-adopts the pods a
-    previous runtime left (:meth:`readopt`); :meth:`close` detaches without stopping them."""
+    previous runtime left (:meth:`readopt`); :meth:`close` detaches without stopping them.
+
+    Besides this machine it hosts the virtual nodes a capacity provider adds
+    (:mod:`muster.runtime.local.virtual`): their pods are local processes too, bound to that
+    node's fake GPUs. It watches them (:class:`SupportsNodeWatch`): a virtual node that finished
+    booting or was removed is news, so its Node appears or goes at once."""
 
     name = "local"
 
@@ -135,12 +151,19 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         self._selector = selectors.DefaultSelector()
         self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
         self._closed = False
+        self._virtual = VirtualNodes(self.dir / "nodes")
+        self._offered: list[str] | None = None  # the virtual nodes the last nodes() offered
         self.readopt()
 
     # -- nodes and GPUs ----------------------------------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:
-        return [local_node(self.gpus, name=self.node_name, reserved=self._reserved, health=self._health)]
+        host = local_node(self.gpus, name=self.node_name, reserved=self._reserved, health=self._health)
+        self._offered = self._virtual.ready(time.time())
+        return [host, *(self._virtual.info(n) for n in self._offered)]
+
+    def nodes_changed(self) -> bool:
+        return self._offered is not None and self._offered != self._virtual.ready(time.time())
 
     @property
     def fake_gpus(self) -> list[FakeGpu] | None:
@@ -148,7 +171,8 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         return self.gpus.gpus if isinstance(self.gpus, FakeGpus) else None
 
     def gpu_samples(self) -> list[GpuSample]:
-        return self.gpus.samples()
+        virtual = [s for n in self._virtual.ready(time.time()) for s in self._virtual.gpus(n).samples()]
+        return [*self.gpus.samples(), *virtual]
 
     def set_gpu_health(self, index: int, healthy: bool, reason: str = "") -> None:
         """Override what the driver says of GPU ``index`` (real or fake) until set again."""
@@ -157,8 +181,12 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         self._health[index] = (healthy, reason or ("" if healthy else "marked unhealthy"))
 
     def inject_gpu_fault(self, node: str, fault: GpuFault) -> GpuDevice:
+        if node in self._virtual:
+            self._virtual.gpus(node).gpu(fault.gpu).apply(fault)
+            return next(d for d in self._virtual.devices(node) if d.index == fault.gpu)
         if node != self.node_name:
-            raise KeyError(f"no node {node} in this runtime (nodes: {self.node_name})")
+            known = ", ".join([self.node_name, *(s.name for s in self._virtual.specs())])
+            raise KeyError(f"no node {node} in this runtime (nodes: {known})")
         if not isinstance(self.gpus, FakeGpus):
             raise PodRuntimeError(
                 f"node {node} has real GPUs: fault injection is for fake GPUs only (muster up --fake-gpus)"
@@ -178,13 +206,15 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for other in self._pods.values():
             if (other.ref.namespace, other.ref.name) == (ref.namespace, ref.name) and not _final(other):
                 raise PodExists(f"pod {ref} is still running here as uid {other.ref.uid}; stop it first")
-        gpus = self._current_devices()
+        virtual = pod.node in self._virtual
         plan = plan_launch(
             pod,
             devices,
             home=self.home,
-            gpus=gpus,
-            visible_devices=self.gpus.visible_devices,
+            gpus=self._virtual.devices(pod.node) if virtual else self._current_devices(),
+            visible_devices=self._virtual.gpus(pod.node).visible_devices
+            if virtual
+            else self.gpus.visible_devices,
             base_env=self._base_env,
         )
         pod_dir = self.dir / "pods" / ref.namespace / ref.name / ref.uid
@@ -215,11 +245,14 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
                 "gpus": list(devices.gpus),
                 "gpu_milli": devices.gpu_milli,
                 "labels": dict(pod.labels),
+                "node": pod.node,
                 "memory_limits": {c.name: c.memory_limit for c in plan.containers if c.memory_limit},
                 "created_at": time.time(),
             },
         )
-        record = PodRecord(ref, pod_dir, pod.termination_grace_seconds, [], labels=dict(pod.labels))
+        record = PodRecord(
+            ref, pod_dir, pod.termination_grace_seconds, [], labels=dict(pod.labels), node=pod.node
+        )
         for c in plan.containers:
             files = ContainerFiles(pod_dir, c.name)
             log = logfiles.container_log(self.home, ref.namespace, ref.name, c.name)
@@ -312,6 +345,36 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         os.close(self._lock_fd)
 
     # -- capabilities --------------------------------------------------------------------------
+
+    def add_virtual_node(self, spec: VirtualNodeSpec) -> VirtualNodeSpec:
+        self._check_open()
+        if spec.name == self.node_name:
+            raise PodRuntimeError(f"node {spec.name} is this machine; a virtual node needs another name")
+        return self._virtual.add(spec)
+
+    def remove_virtual_node(self, name: str) -> None:
+        self._check_open()
+        if name not in self._virtual:
+            return
+        # The machine is switched off: its processes die with it (the stop reason, when a drain
+        # asked one, else NodeLost), and the node is no longer offered.
+        for record in self._pods.values():
+            if record.node != name or _final(record):
+                continue
+            for c in record.containers:
+                if c.state is CState.TERMINATED:
+                    continue
+                self._unwatch(c)
+                _killpg(c.pid, signal.SIGKILL)
+                if process_alive(c.shim_pid, c.shim_ctime):
+                    _killpg(c.shim_pid, signal.SIGKILL)
+                _detach(c)
+                mark_lost(c, record, f"node {name} was terminated with the pod's processes on it")
+            update_phase(record)
+        self._virtual.remove(name)
+
+    def virtual_nodes(self) -> list[VirtualNodeSpec]:
+        return self._virtual.specs()
 
     def readopt(self) -> list[PodRef]:
         self._check_open()

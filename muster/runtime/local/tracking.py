@@ -139,6 +139,7 @@ class PodRecord:
     reported: PodPhase | None = PodPhase.PENDING  # None: never reported (adopted)
     stop: dict[str, Any] | None = None  # stop.json: reason, grace_seconds, requested_at
     labels: dict[str, str] = field(default_factory=dict)
+    node: str = ""  # the node it was bound to (a virtual node's name, or this machine's)
 
     @property
     def stop_reason(self) -> PodReason:

@@ -120,6 +120,9 @@ def doctor(
         None, alias="pendingMinutes", ge=0, description="Minutes a Workload may wait before it is reported."
     ),
     restarts: int | None = Query(None, ge=1, description="Gang restarts that make a restart loop."),
+    idle_pool_cost: float | None = Query(
+        None, alias="idlePoolCost", ge=0, description="Idle cost per hour of a NodePool that is reported."
+    ),
 ) -> Response:
     """Every finding of ``muster doctor``, most severe first, with evidence and a fix."""
     s = settings()
@@ -128,6 +131,7 @@ def doctor(
         "idle_minutes": idle_minutes if idle_minutes is not None else s.doctor_idle_minutes,
         "pending_minutes": pending_minutes if pending_minutes is not None else s.doctor_pending_minutes,
         "restarts": restarts if restarts is not None else s.doctor_restarts,
+        "idle_pool_cost": idle_pool_cost if idle_pool_cost is not None else s.doctor_idle_pool_cost,
     }
     thresholds = Thresholds(**{k: v for k, v in given.items() if v is not None})
     store = request.app.state.store
@@ -153,6 +157,8 @@ def doctor(
         history=history,
         sample_seconds=sample_seconds,
         now=now,
+        usage_records=store.list("UsageRecord").items,
+        node_claims=store.list("NodeClaim").items,
     )
     return json_response(report(diagnose(inputs, thresholds), inputs, thresholds))
 

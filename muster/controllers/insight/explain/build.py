@@ -7,6 +7,7 @@ import muster.controllers.insight.explain.pending as pending_facts
 from muster.api.conditions import condition, latest_condition
 from muster.api.lifecycle import phase
 from muster.api.quantity import fmt_amount
+from muster.controllers.insight.explain.capacity import capacity_facts
 from muster.controllers.insight.explain.facts import (
     Explanation,
     FailureFacts,
@@ -147,6 +148,16 @@ def _workload(wl: Obj, ctx: WhyContext, ex: Explanation) -> Explanation:
         return ex
     ex.state = "Pending"
     pending_facts.fill_pending(ex, wl, cq, ctx)
+    waiting = capacity_facts(wl, ctx)
+    if waiting is not None:
+        ex.capacity = waiting
+        ex.blocker = waiting.message
+        ex.summary = f"{ex.ref} is {waiting.message}"
+        # The root cause (no GPU node yet, say) is what the node coming up sets right: its fix
+        # is not the user's to do.
+        cause = ex.root_cause
+        done = {cause.action, *(c.action for c in cause.also)} if cause is not None else set()
+        ex.unblock = [f"nothing to do: {waiting.message}", *(h for h in ex.unblock if h not in done)]
     return ex
 
 

@@ -11,11 +11,13 @@ from muster.api.lifecycle import exit_code, phase
 from muster.controllers.insight.usage import QuotaRow
 
 __all__ = [
+    "CapacityFacts",
     "Explanation",
     "FailureFacts",
     "FitsWhen",
     "Fragmentation",
     "NodeVerdict",
+    "NodeWait",
     "Obj",
     "Placement",
     "PodFacts",
@@ -55,6 +57,7 @@ class WhyContext:
     cohorts: Sequence[Obj] = ()
     priority_classes: Sequence[Obj] = ()
     jobs: Sequence[Obj] = ()
+    node_claims: Sequence[Obj] = ()  # the nodes coming up (a Workload may wait for one)
     # The scheduler's snapshots of this context, built once and shared by the per-node
     # verdicts, the what-ifs and the root cause: by Workload (namespace/name), "*" for one with
     # every pending Workload in it (the doctor explains several against it).
@@ -179,6 +182,24 @@ class TaskFacts:
 
 
 @dataclass
+class NodeWait:
+    """One node a waiting Workload is planned onto."""
+
+    claim: str
+    pool: str
+    phase: str  # the NodeClaim's: Pending, Launched
+    eta_seconds: float | None = None  # until the node should be Ready; None: unknown
+    error: str = ""  # the provider's last error
+    next_attempt_seconds: float | None = None  # until the provider is asked again
+
+
+@dataclass
+class CapacityFacts:
+    nodes: list[NodeWait] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
 class Explanation:
     kind: str
     namespace: str | None
@@ -199,6 +220,7 @@ class Explanation:
     nodes: list[NodeVerdict] = field(default_factory=list)  # a waiting Workload's per-node verdicts
     fragmentation: Fragmentation | None = None
     fits_when: FitsWhen | None = None
+    capacity: CapacityFacts | None = None  # the nodes coming up for a waiting Workload
     # an InferenceService's replicas, revisions (with the autoscaler's view) and traffic split
     serving: dict[str, Any] | None = None
     root_cause: RootCause | None = None  # the fact behind the blocker, named first in the summary

@@ -69,6 +69,7 @@ def gather(source: Source, obj: Obj, tail: int = 20, now: float | None = None) -
         ctx.cohorts = source.list("Cohort")
         ctx.priority_classes = source.list("PriorityClass")
         ctx.jobs = source.list("TrainingJob")
+        ctx.node_claims = source.list("NodeClaim")
     failing = failing_pod(ctx.pods)
     if failing is not None and tail:
         pod = failing["metadata"]["name"]

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from muster.api.conditions import condition
+from muster.api.lifecycle import requeue_keeps_place
 from muster.api.quantity import fmt_amount
 from muster.controllers.insight.explain.facts import (
     Explanation,
@@ -81,7 +82,10 @@ def queue_facts(wl: Obj, ctx: WhyContext, admitted: bool = False) -> QueueFacts:
 
 def queue_time(wl: Obj) -> str:
     """When the Workload (re-)entered its queue: the last eviction's time after a requeue
-    (the back of the queue, as Kueue orders requeued workloads), else its creation."""
+    (the back of the queue, as Kueue orders requeued workloads), else its creation; a spot
+    interruption keeps its place (:func:`muster.api.lifecycle.requeue_keeps_place`)."""
+    if requeue_keeps_place(wl):
+        return wl["metadata"].get("creationTimestamp") or ""
     times = [
         c.get("lastTransitionTime") or ""
         for c in (wl.get("status") or {}).get("conditions") or []

@@ -10,6 +10,7 @@ import queues from "./pages/queues.js";
 import nodes from "./pages/nodes.js";
 import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
+import cost from "./pages/cost.js";
 import serving from "./pages/serving.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^\/serving$/, "serving", serving],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],
+  [/^\/cost$/, "cost", cost],
 ];
 
 const main = document.getElementById("main");
