@@ -14,6 +14,7 @@ __all__ = [
     "ATTEMPT_LABEL",
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
+    "EXPERIMENT_LABEL",
     "JOB_NAME_LABEL",
     "MASTER_PORT_ANNOTATION",
     "REPLICA_INDEX_LABEL",
@@ -21,6 +22,7 @@ __all__ = [
     "RETRY_ANNOTATION",
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
+    "TRIAL_LABEL",
     "WORKFLOW_ATTEMPT_LABEL",
     "WORKFLOW_LABEL",
     "WORKFLOW_NODE_ANNOTATION",
@@ -60,6 +62,12 @@ WORKFLOW_ATTEMPT_LABEL = "muster.dev/workflow-attempt"
 WORKFLOW_NODE_ANNOTATION = "muster.dev/workflow-node"
 # `muster retry` asks for a retry by setting this one above status.retries.
 RETRY_ANNOTATION = "muster.dev/retry"
+
+# -- experiments -----------------------------------------------------------------------------
+
+# The Experiment a Trial, its TrainingJob, its pods and its TrialMetrics belong to, and the Trial.
+EXPERIMENT_LABEL = "muster.dev/experiment"
+TRIAL_LABEL = "muster.dev/trial"
 
 
 def pod_name(job: str, rtype: str, index: int) -> str:

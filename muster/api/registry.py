@@ -24,12 +24,14 @@ from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
+from muster.api.experiment import Experiment
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
 from muster.api.trainingjob import TrainingJob
+from muster.api.trial import Trial, TrialMetrics
 from muster.api.workflow import Workflow
 from muster.api.workload import Workload
 
@@ -93,6 +95,9 @@ _KINDS: tuple[KindInfo, ...] = (
     _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True),
     _info(Workflow, "workflows", ("wf",), namespaced=True),
     _info(CacheEntry, "cacheentries", ("ce",), namespaced=True),
+    _info(Experiment, "experiments", ("exp",), namespaced=True),
+    _info(Trial, "trials", (), namespaced=True),
+    _info(TrialMetrics, "trialmetrics", (), namespaced=True),
     _info(Workload, "workloads", ("wl",), namespaced=True),
     _info(Pod, "pods", ("po",), namespaced=True),
     _info(Event, "events", ("ev",), namespaced=True),

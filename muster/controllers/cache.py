@@ -37,6 +37,8 @@ WATCHED_KINDS = (
     "Workflow",
     "Workload",
     "Pod",
+    "Experiment",
+    "Trial",
 )
 # Labels the cache indexes Pods by, so a job's or a workload's pods are found without a scan.
 _POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name")

@@ -6,7 +6,9 @@ One thread drives, in order, on every pass:
 2. the node controller (registration, heartbeats, the default queue's quota);
 3. garbage collection (after deletions, and on every resync);
 4. the Workflow controller, for the workflows whose objects changed (it creates Workloads
-   and TrainingJobs for their tasks);
+   and TrainingJobs for their tasks), then the Experiment controller, for the experiments
+   whose trials, jobs or pods changed or whose metrics are due a look (it creates Trials
+   and their TrainingJobs);
 5. the TrainingJob controller, for the jobs whose objects changed;
 6. the Workload controller (the eviction handshake);
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
@@ -37,11 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from muster.api.labels import JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
+from muster.api.labels import EXPERIMENT_LABEL, JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
 from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.context import Context, EventRecorder
+from muster.controllers.experiment import ExperimentController
 from muster.controllers.insight.metrics import ClusterState
 from muster.controllers.nodes.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
 from muster.controllers.nodes.health import HealthController
@@ -61,6 +64,7 @@ from muster.runtime.base import (
     Runtime,
     SupportsFaultInjection,
     SupportsLeadership,
+    SupportsLogs,
     SupportsNativePods,
     SupportsReadoption,
 )
@@ -154,6 +158,9 @@ class Manager:
         )
         self.jobs = TrainingJobController(self.ctx, master_address=self._master_address)
         self.workflows = WorkflowController(self.ctx)
+        self.experiments = ExperimentController(
+            self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
+        )
         self.workloads = WorkloadController(self.ctx)
         self.scheduler = SchedulerLoop(
             self.ctx,
@@ -168,6 +175,7 @@ class Manager:
         )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
+        self._metrics_collected = False
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -287,12 +295,20 @@ class Manager:
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
-            k[0] in ("TrainingJob", "Workload", "Workflow")
+            k[0] in ("TrainingJob", "Workload", "Workflow", "Experiment", "Trial")
             and ctx.cache.get(k[0], k[2], k[1] or None) is None
             for k in changed
         ):
             collect_garbage(ctx)
             self.workflows.collect_run_dirs()
+        if not self._metrics_collected or any(
+            k[0] in ("Experiment", "Trial") and ctx.cache.get(k[0], k[2], k[1] or None) is None
+            for k in changed
+        ):
+            # Trial metrics are not in the cache (they are the bulk of an experiment's data):
+            # looked for only when an experiment or trial went, and once at start.
+            self.experiments.collect_garbage()
+            self._metrics_collected = True
         flows = _owners_of(changed, "Workflow", WORKFLOW_LABEL)
         if full:
             flows |= {
@@ -300,6 +316,13 @@ class Manager:
                 for w in ctx.cache.list("Workflow")
             }
         self._reconcile_workflows(flows)
+        experiments = _owners_of(changed, "Experiment", EXPERIMENT_LABEL)
+        if full:
+            experiments |= {
+                (e["metadata"].get("namespace") or "", e["metadata"]["name"])
+                for e in ctx.cache.list("Experiment")
+            }
+        self._reconcile_experiments(experiments)
         jobs = _jobs_of(changed)
         if full:
             jobs |= {
@@ -328,6 +351,12 @@ class Manager:
             wf = self.ctx.cache.get("Workflow", name, ns or None)
             if wf is not None:
                 self.workflows.reconcile(wf)
+
+    def _reconcile_experiments(self, experiments: set[tuple[str, str]]) -> None:
+        for ns, name in sorted(experiments):
+            exp = self.ctx.cache.get("Experiment", name, ns or None)
+            if exp is not None:
+                self.experiments.reconcile(exp)
 
     def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
         cache = self.ctx.cache

@@ -1,5 +1,5 @@
 """Converters from foreign manifests (PyTorchJob, Kueue, PriorityClass, batch/v1 Job,
-Namespace) to Muster's own kinds.
+Namespace, Katib Experiment) to Muster's own kinds.
 
 A converter rewrites a foreign document into a native ``muster.dev/v1`` document and says
 which native path prefixes stand for which foreign ones, so every error and warning names
@@ -28,9 +28,9 @@ def foreign_kinds() -> list[tuple[str, str]]:
 
 def _converters() -> dict[tuple[str, str], Converter]:
     # Imported late: the converter modules import the kind models, which import this package.
-    from muster.api.compat import core, jobs, kueue
+    from muster.api.compat import core, jobs, katib, kueue
 
     table: dict[tuple[str, str], Converter] = {}
-    for module in (core, jobs, kueue):
+    for module in (core, jobs, katib, kueue):
         table.update(module.CONVERTERS)
     return table

@@ -19,10 +19,11 @@ from muster.store.base import NotFound
 __all__ = ["collect_garbage"]
 
 Obj = dict[str, Any]
-# Kinds whose objects are owned (by a TrainingJob or a Workflow) and collected here. A
-# Workflow's TrainingJob goes first; its own Workload and Pods follow on the next pass.
-_OWNED_KINDS = ("TrainingJob", "Workload", "Pod")
-_OWNER_KINDS = ("TrainingJob", "Workflow")
+# Kinds whose objects are owned (by a TrainingJob, a Workflow or an Experiment) and collected
+# here. A Workflow's or an Experiment's TrainingJob goes first; its own Workload and Pods
+# follow on the next pass.
+_OWNED_KINDS = ("Trial", "TrainingJob", "Workload", "Pod")
+_OWNER_KINDS = ("TrainingJob", "Workflow", "Experiment")
 
 
 def collect_garbage(ctx: Context) -> int:

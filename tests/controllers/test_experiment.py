@@ -1,0 +1,140 @@
+"""The Experiment controller on the fake runtime: trials through the queues, metrics from the
+pods' output, early stopping with the checkpoint handshake, ASHA promotion, the end."""
+
+from __future__ import annotations
+
+from muster.runtime.base import PodReason
+from tests.controllers.conftest import Harness
+from tests.controllers.experiments import experiment, phase, say, trials
+
+
+def test_random_search_runs_trials_through_the_queue_and_reports_the_best(harness: Harness):
+    h = harness
+    h.apply(experiment(max_trials=3, parallel=2))
+    h.settle(
+        lambda: (
+            len(h.rt.running()) == 0 and "search-0-worker-0" in h.pods() and "search-1-worker-0" in h.pods()
+        )
+    )
+    assert sorted(trials(h)) == ["search-0", "search-1"]
+    job = h.job("search-0")
+    assert job["metadata"]["labels"]["muster.dev/experiment"] == "search"
+    lr = trials(h)["search-0"]["spec"]["parameterAssignments"][0]["value"]
+    pod = h.pods()["search-0-worker-0"]
+    cmd = pod["spec"]["containers"][0]["command"]
+    assert cmd[-1] == f"--lr={lr}"
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["MUSTER_TRIAL_NAME"] == "search-0" and "MUSTER_CHECKPOINT_DIR" in env
+
+    for n, losses in ((0, [0.9, 0.5, 0.4]), (1, [0.8, 0.3, 0.35])):
+        h.rt.run(f"default/search-{n}-worker-0")
+        say(h, f"search-{n}-worker-0", *(f"epoch {i}: loss={v}" for i, v in enumerate(losses)))
+    h.settle(lambda: phase(h, "search-0") == "Running" and phase(h, "search-1") == "Running")
+    for n in (0, 1):
+        h.rt.exit(f"default/search-{n}-worker-0", 0)
+    h.settle(lambda: phase(h, "search-1") == "Succeeded" and "search-2" in trials(h))
+    t1 = h.get("Trial", "search-1")
+    assert t1["status"]["objectiveValue"] == 0.3  # min of the reports (minimize)
+    metrics = h.store.list("TrialMetrics", "default").items
+    seg = next(m for m in metrics if m["spec"]["trial"] == "search-1")
+    assert seg["spec"]["series"]["loss"]["values"] == [0.8, 0.3, 0.35]
+    assert seg["spec"]["series"]["loss"]["steps"] == [1, 2, 3]
+
+    h.settle(lambda: "search-2-worker-0" in h.pods())
+    h.rt.run("default/search-2-worker-0")
+    h.rt.exit("default/search-2-worker-0", 0)  # says nothing: metrics unavailable
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    exp = h.get("Experiment", "search")
+    assert h.condition("Experiment", "search", "Succeeded")["reason"] == "MaxTrialsReached"
+    status = exp["status"]
+    assert status["currentOptimalTrial"]["bestTrialName"] == "search-1"
+    assert status["trials"] == 3 and status["trialsSucceeded"] == 2 and status["trialMetricsUnavailable"] == 1
+    assert phase(h, "search-2") == "MetricsUnavailable"
+
+
+def test_a_failed_trial_counts_against_max_failed(harness: Harness):
+    h = harness
+    h.apply(experiment(max_trials=4, parallel=1, maxFailedTrialCount=0))
+    h.settle(lambda: "search-0-worker-0" in h.pods())
+    h.rt.run("default/search-0-worker-0")
+    h.rt.exit("default/search-0-worker-0", 1, reason=PodReason.ERROR)
+    h.settle(lambda: h.has("Experiment", "search", "Failed"))
+    assert phase(h, "search-0") == "Failed"
+    assert h.condition("Experiment", "search", "Failed")["reason"] == "MaxFailedTrialsReached"
+
+
+def test_asha_pauses_at_a_rung_gives_the_gpu_back_and_promotes_from_the_checkpoint(harness: Harness):
+    h = harness
+    h.apply(experiment("asha", algorithm="asha", settings={"max_resource": 9}, parallel=1, max_trials=4))
+
+    def report(n: int, *values: float) -> None:
+        pod = f"asha-{n}-worker-0"
+        h.settle(lambda: pod in h.pods())
+        h.rt.run(f"default/{pod}")
+        say(h, pod, *(f"loss={v}" for v in values))
+
+    report(0, 0.3)  # rung 0 (step 1) alone: the top 1/3 of one trial is nobody -> paused
+    h.settle(lambda: phase(h, "asha-0") == "EarlyStopped")
+    t0 = h.get("Trial", "asha-0")
+    assert t0["status"]["reason"] == "PausedAtRung"
+    assert t0["status"]["rungs"] == [
+        {**t0["status"]["rungs"][0], "rung": 0, "step": 1, "value": 0.3, "decision": "Paused"}
+    ]
+    job = h.job("asha-0")
+    assert job["spec"]["runPolicy"]["suspend"] is True
+    assert "asha-0-worker-0" not in h.pods()  # stopped (SIGTERM: the checkpoint handshake), GPU back
+    stopped = [e for e in h.events(job) if e[0] == "Suspended"]
+    assert stopped
+    checkpoints = h.home / "checkpoints" / "default" / "asha-0"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    (checkpoints / "step-1.pt").write_text("weights")
+
+    report(1, 0.5)
+    h.settle(lambda: phase(h, "asha-1") == "EarlyStopped")
+    report(2, 0.6)  # three at rung 0: asha-0 (0.3) is the top 1/3 -> promoted into the free slot
+    h.settle(lambda: phase(h, "asha-2") == "EarlyStopped" and phase(h, "asha-0") in ("Pending", "Running"))
+    t0 = h.get("Trial", "asha-0")
+    assert t0["status"]["rungs"][0]["decision"] == "Promoted"
+    assert t0["status"]["rungs"][0]["checkpoint"] == "step-1.pt"
+    assert "resumes from checkpoint step-1.pt" in t0["status"]["message"]
+    assert "asha-3" not in trials(h, "asha")  # the promotion took the slot, not a new trial
+    h.settle(lambda: "asha-0-worker-0" in h.pods())
+    assert h.job("asha-0")["spec"]["runPolicy"]["suspend"] is False
+    pod = h.pods()["asha-0-worker-0"]
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["MUSTER_CHECKPOINT_DIR"] == str(checkpoints)
+    h.rt.run("default/asha-0-worker-0")
+    say(h, "asha-0-worker-0", "loss=0.25", "loss=0.2")  # steps 2 and 3: rung 1, alone -> paused
+    h.settle(lambda: len(h.get("Trial", "asha-0")["status"].get("rungs") or []) == 2)
+    assert h.get("Trial", "asha-0")["status"]["rungs"][1]["step"] == 3
+
+
+def test_median_stopping_stops_a_poor_trial(harness: Harness):
+    h = harness
+    stopping = {
+        "algorithmName": "medianstop",
+        "algorithmSettings": [
+            {"name": "min_trials_required", "value": "2"},
+            {"name": "start_step", "value": "2"},
+        ],
+    }
+    h.apply(experiment(early_stopping=stopping, parallel=2, max_trials=3))
+    h.settle(lambda: "search-1-worker-0" in h.pods())
+    for n, values in ((0, (0.5, 0.4, 0.3)), (1, (0.6, 0.5, 0.4))):
+        h.rt.run(f"default/search-{n}-worker-0")
+        say(h, f"search-{n}-worker-0", *(f"loss={v}" for v in values))
+    h.settle(lambda: phase(h, "search-0") == "Running" and phase(h, "search-1") == "Running")
+    for n in (0, 1):
+        h.rt.exit(f"default/search-{n}-worker-0", 0)
+    h.settle(lambda: "search-2-worker-0" in h.pods())
+    h.rt.run("default/search-2-worker-0")
+    say(h, "search-2-worker-0", "loss=0.9")
+    h.settle(lambda: phase(h, "search-2") == "Running")
+    assert phase(h, "search-2") == "Running"  # one report: before start_step
+    say(h, "search-2-worker-0", "loss=0.8")  # best 0.8 > median of running averages (0.45, 0.55)
+    h.settle(lambda: phase(h, "search-2") == "EarlyStopped")
+    t2 = h.get("Trial", "search-2")
+    assert t2["status"]["reason"] == "MedianStopped"
+    assert "median 0.5" in t2["status"]["message"]
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    assert h.get("Experiment", "search")["status"]["trialsEarlyStopped"] == 1
