@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
-from muster.api.compat import core, jobs, kueue
+from muster.api.compat import core, jobs, katib, kueue
 from muster.api.registry import kinds
 
 OUTPUT = Path(__file__).with_name("api.md")
@@ -34,6 +34,7 @@ _ALIASES = {
     "validate_dns_subdomain": "name",
     "_duration": "duration",
     "_nproc": "auto, cpu, gpu or integer",
+    "_text": "number or string",
 }
 
 _INTRO = f"""# API reference
@@ -99,7 +100,9 @@ def _table(model: type[BaseModel], anchors: dict[type[BaseModel], str], skip_kin
         if skip_kind_fields and name in ("api_version", "kind"):
             continue
         typ = _type_name(field.annotation, field.metadata, anchors)
-        lines.append(f"| `{field.alias or name}` | {typ} | {_default(field)} | {_cell(field.description or '')} |")
+        lines.append(
+            f"| `{field.alias or name}` | {typ} | {_default(field)} | {_cell(field.description or '')} |"
+        )
     return [*lines, ""]
 
 
@@ -179,7 +182,12 @@ def _converters() -> str:
     lines = ["## Foreign manifests\n", _doc(compat) + "\n", "| apiVersion | kind |", "|---|---|"]
     lines += [f"| {api} | {kind} |" for api, kind in compat.foreign_kinds()]
     lines.append("")
-    for module, title in ((jobs, "PyTorchJob and batch/v1 Job"), (kueue, "Kueue"), (core, "Kubernetes core")):
+    for module, title in (
+        (jobs, "PyTorchJob and batch/v1 Job"),
+        (kueue, "Kueue"),
+        (katib, "Katib Experiment"),
+        (core, "Kubernetes core"),
+    ):
         lines += [f"### {title}\n", _doc(module) + "\n"]
     return "\n".join(lines)
 

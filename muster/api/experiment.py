@@ -67,7 +67,7 @@ class MetricStrategy(MusterModel):
 class ObjectiveSpec(MusterModel):
     type: Literal["minimize", "maximize"] = Field(description="Whether lower or higher is better.")
     goal: float | None = Field(
-        default=None, description="Stop the experiment (Succeeded) once the best trial reaches this value."
+        default=None, description="The experiment succeeds once a trial that succeeded reaches this value."
     )
     objective_metric_name: str = Field(description="The metric to optimise, as the trials report it.")
     additional_metric_names: list[str] = Field(

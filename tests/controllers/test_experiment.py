@@ -138,3 +138,148 @@ def test_median_stopping_stops_a_poor_trial(harness: Harness):
     assert "median 0.5" in t2["status"]["message"]
     h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
     assert h.get("Experiment", "search")["status"]["trialsEarlyStopped"] == 1
+
+
+def _finish(h: Harness, trial: str, *values: float) -> None:
+    pod = f"{trial}-worker-0"
+    h.settle(lambda: pod in h.pods())
+    h.rt.run(f"default/{pod}")
+    say(h, pod, *(f"loss={v}" for v in values))
+    h.settle(lambda: phase(h, trial) == "Running")
+    h.rt.exit(f"default/{pod}", 0)
+    h.settle(lambda: phase(h, trial) == "Succeeded")
+
+
+def test_grid_runs_every_point_once_then_ends(harness: Harness):
+    h = harness
+    doc = experiment(algorithm="grid", parallel=2, max_trials=None)
+    doc["spec"].pop("maxTrialCount")
+    doc["spec"]["parameters"] = [
+        {
+            "name": "lr",
+            "parameterType": "double",
+            "feasibleSpace": {"min": "0.1", "max": "0.3", "step": "0.1"},
+        },
+        {"name": "opt", "parameterType": "categorical", "feasibleSpace": {"list": ["sgd", "adam"]}},
+    ]
+    h.apply(doc)
+    for n in range(6):
+        _finish(h, f"search-{n}", 0.5 - n / 100)
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    assert h.condition("Experiment", "search", "Succeeded")["reason"] == "SuggestionEndReached"
+    points = {tuple(a["value"] for a in t["spec"]["parameterAssignments"]) for t in trials(h).values()}
+    assert points == {(lr, o) for lr in ("0.1", "0.2", "0.3") for o in ("sgd", "adam")}
+
+
+def test_tpe_proposes_from_the_stored_trials(harness: Harness):
+    h = harness
+    h.apply(
+        experiment(
+            algorithm="tpe", settings={"n_startup_trials": 2, "random_state": 7}, parallel=1, max_trials=3
+        )
+    )
+    _finish(h, "search-0", 0.4)
+    _finish(h, "search-1", 0.2)
+    h.settle(lambda: "search-2" in trials(h))
+    values = [a["value"] for a in trials(h)["search-2"]["spec"]["parameterAssignments"]]
+    assert 0.001 <= float(values[0]) <= 0.1 and 1 <= int(values[1]) <= 27
+
+
+def test_reaching_the_goal_kills_the_running_trials_and_frees_their_gpus(harness: Harness):
+    h = harness
+    h.apply(experiment(goal=0.1, parallel=2, max_trials=10))
+    h.settle(lambda: "search-1-worker-0" in h.pods())
+    h.rt.run("default/search-1-worker-0")
+    _finish(h, "search-0", 0.5, 0.05)
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    assert h.condition("Experiment", "search", "Succeeded")["reason"] == "GoalReached"
+    assert phase(h, "search-1") == "Killed"
+    h.settle(lambda: "search-1-worker-0" not in h.pods())
+    assert h.job("search-1")["spec"]["runPolicy"]["suspend"] is True
+    assert len(trials(h)) == 2
+
+
+def test_a_preempted_trial_waits_and_runs_again(harness: Harness):
+    h = harness
+    h.apply(experiment(parallel=1, max_trials=2))
+    h.settle(lambda: "search-0-worker-0" in h.pods())
+    h.rt.run("default/search-0-worker-0")
+    h.settle(lambda: phase(h, "search-0") == "Running")
+    wl = h.get("Workload", "search-0")
+    first = h.pods()["search-0-worker-0"]["metadata"]["uid"]
+    from muster.api.lifecycle import evict_workload
+
+    evict_workload(wl, "Preempted", "preempted by a test", h.clock.now, "InClusterQueue", "default/other")
+    h.store.update_status(wl)
+    h.settle(lambda: phase(h, "search-0") == "Pending")
+    assert h.get("Trial", "search-0")["status"]["reason"] == "Preempted"
+    h.settle(
+        lambda: h.pods().get("search-0-worker-0", {}).get("metadata", {}).get("uid") not in (None, first)
+    )
+    h.rt.run("default/search-0-worker-0")
+    h.settle(lambda: phase(h, "search-0") == "Running")
+
+
+def test_a_restarted_manager_loses_and_repeats_nothing(harness: Harness):
+    from muster.controllers.manager import Manager, ManagerConfig
+
+    h = harness
+    h.apply(experiment(parallel=2, max_trials=4))
+    h.settle(lambda: "search-1-worker-0" in h.pods())
+    h.rt.run("default/search-0-worker-0")
+    say(h, "search-0-worker-0", "loss=0.9", "loss=0.8")
+    h.settle(lambda: phase(h, "search-0") == "Running")
+    h.clock.advance(5)
+    h.settle(lambda: h.store.list("TrialMetrics", "default").items)  # the first two points are stored
+    say(h, "search-0-worker-0", "loss=0.7")  # read, maybe, but never stored by this manager
+    h.manager.run_once(h.rt.poll())
+    h.manager.stop()
+
+    h.manager = Manager(h.store, ManagerConfig(home=h.home, clock=h.clock, resync_seconds=0), runtime=h.rt)
+    h.manager.open()
+    h.rt.exit("default/search-0-worker-0", 0)
+    h.settle(lambda: phase(h, "search-0") == "Succeeded")
+    seg = h.store.list("TrialMetrics", "default").items[0]
+    assert seg["spec"]["series"]["loss"]["values"] == [0.9, 0.8, 0.7]
+    assert h.get("Trial", "search-0")["status"]["observation"][0]["reports"] == 3
+    for n in (1, 2, 3):
+        _finish(h, f"search-{n}", 0.5)
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    assert sorted(trials(h)) == ["search-0", "search-1", "search-2", "search-3"]
+    assert len(h.store.list("TrainingJob", "default").items) == 4
+
+
+def test_the_file_collector_reads_the_metrics_file(harness: Harness):
+    h = harness
+    doc = experiment(parallel=1, max_trials=1)
+    doc["spec"]["metricsCollectorSpec"] = {"collector": {"kind": "File"}}
+    h.apply(doc)
+    h.settle(lambda: "search-0-worker-0" in h.pods())
+    pod = h.pods()["search-0-worker-0"]
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    path = env["MUSTER_METRICS_FILE"]
+    h.rt.run("default/search-0-worker-0")
+    with open(path, "a") as f:
+        f.write("2024-05-01T10:00:00Z loss=0.5\nloss=0.25\n")
+    h.rt.exit("default/search-0-worker-0", 0)
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    t = h.get("Trial", "search-0")
+    assert t["status"]["objectiveValue"] == 0.25
+    seg = h.store.list("TrialMetrics", "default").items[0]
+    assert seg["spec"]["series"]["loss"]["times"][0] == 1714557600.0
+
+
+def test_deleting_the_experiment_removes_its_trials_jobs_and_metrics(harness: Harness):
+    h = harness
+    h.apply(experiment(parallel=1, max_trials=1))
+    _finish(h, "search-0", 0.5)
+    h.settle(lambda: h.has("Experiment", "search", "Succeeded"))
+    assert h.store.list("TrialMetrics", "default").items
+    h.store.delete("Experiment", "search", "default")
+    h.settle(
+        lambda: (
+            not h.store.list("Trial", "default").items
+            and not h.store.list("TrainingJob", "default").items
+            and not h.store.list("TrialMetrics", "default").items
+        )
+    )

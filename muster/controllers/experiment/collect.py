@@ -140,9 +140,7 @@ class TrialRecord:
     def save(self, store: Store, owner: Obj, now: float) -> None:
         """Append the unsaved points (and the cursors) to the open segment, opening the next one
         when it is full. One write per segment touched."""
-        pending = sorted(
-            ((name, p) for name, points in self.unsaved.items() for p in points), key=lambda np: np[1].time
-        )
+        pending = [(name, p) for name, points in self.unsaved.items() for p in points]
         while True:
             doc = self._open_segment(owner)
             room = SEGMENT_POINTS - sum(len(s["steps"]) for s in doc["spec"]["series"].values())

@@ -1,7 +1,7 @@
 """What the trials add up to: the experiment's counts, its best trial and whether it is over.
 
-The experiment ends in Katib's order (reference/experiments.md §1.8): the best trial reached the
-goal (Succeeded, GoalReached); more than ``maxFailedTrialCount`` trials failed or never reported
+The experiment ends in Katib's order (reference/experiments.md §1.8): the best trial that
+succeeded reached the goal (Succeeded, GoalReached); more than ``maxFailedTrialCount`` trials failed or never reported
 the objective (Failed); ``maxTrialCount`` trials were created and none waits or runs (Succeeded,
 MaxTrialsReached); the grid has no point left and none waits or runs (Succeeded,
 SuggestionEndReached). With ASHA, a paused trial that may still be promoted keeps it running.
@@ -72,13 +72,15 @@ def conclusion(
     objective = spec["objective"]
     best = best_trial(objective, works)
     goal = objective.get("goal")
-    if goal is not None and best is not None:
-        value = float(best["objectiveValue"])
+    # A running trial's value may still move (and it is not done): the goal counts finished ones.
+    done = best_trial(objective, [w for w in works if w.phase is TrialPhase.SUCCEEDED])
+    if goal is not None and done is not None:
+        value = float(done["objectiveValue"])
         if (value >= goal) if objective["type"] == "maximize" else (value <= goal):
             return (
                 ExperimentPhase.SUCCEEDED,
                 "GoalReached",
-                f"{best['bestTrialName']} reached the goal: {objective['objectiveMetricName']}={value:.6g} "
+                f"{done['bestTrialName']} reached the goal: {objective['objectiveMetricName']}={value:.6g} "
                 f"({objective['type']}, goal {goal:g})",
             )
     failed = sum(1 for w in works if w.phase in (TrialPhase.FAILED, TrialPhase.METRICS_UNAVAILABLE))
