@@ -1,10 +1,11 @@
 """What the trials add up to: the experiment's counts, its best trial and whether it is over.
 
 The experiment ends in Katib's order (reference/experiments.md §1.8): the best trial that
-succeeded reached the goal (Succeeded, GoalReached); more than ``maxFailedTrialCount`` trials
-failed or never reported the objective (Failed); ``maxTrialCount`` trials were created and none waits or runs (Succeeded,
-MaxTrialsReached); the grid has no point left and none waits or runs (Succeeded,
-SuggestionEndReached). With ASHA, a paused trial that may still be promoted keeps it running.
+succeeded reached the goal (Succeeded, GoalReached); more than ``maxFailedTrialCount``
+trials failed or never reported the objective (Failed); ``maxTrialCount`` trials were
+created and none waits or runs (Succeeded, MaxTrialsReached); the grid has no point left
+and none waits or runs (Succeeded, SuggestionEndReached). With ASHA, a paused trial that
+may still be promoted keeps it running.
 """
 
 from __future__ import annotations
