@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 __all__ = ["COLUMNS", "Column", "age", "columns_for", "evaluate", "row"]
 
-Format = Literal["text", "age", "sum", "count", "state", "ref", "map", "unique"]
+Format = Literal["text", "age", "sum", "count", "state", "ref", "map", "unique", "pairs", "number"]
 NONE = "<none>"
 
 
@@ -109,6 +109,35 @@ COLUMNS: dict[str, list[Column]] = {
         AGE,
         Column("MESSAGE", "status.message", wide=True),
     ],
+    "Experiment": [
+        NAME,
+        Column("STATE", "status.conditions", "state"),
+        Column("TRIALS", "status.trials"),
+        Column("RUNNING", "status.trialsRunning"),
+        Column("PENDING", "status.trialsPending"),
+        Column("STOPPED", "status.trialsEarlyStopped"),
+        Column("BEST-TRIAL", "status.currentOptimalTrial.bestTrialName"),
+        Column("OBJECTIVE", "status.currentOptimalTrial.objectiveValue", "number"),
+        Column("PARAMETERS", "status.currentOptimalTrial.parameterAssignments", "pairs"),
+        AGE,
+        Column("ALGORITHM", "spec.algorithm.algorithmName", wide=True),
+        Column("METRIC", "spec.objective.objectiveMetricName", wide=True),
+        Column("QUEUE", "spec.queueName", wide=True),
+        Column("FAILED", "status.trialsFailed", wide=True),
+        Column("GPU-SECONDS", "status.gpuSeconds", "number", wide=True),
+    ],
+    "Trial": [
+        NAME,
+        Column("PHASE", "status.phase"),
+        Column("OBJECTIVE", "status.objectiveValue", "number"),
+        Column("PARAMETERS", "spec.parameterAssignments", "pairs"),
+        AGE,
+        Column("EXPERIMENT", "spec.experiment", wide=True),
+        Column("REASON", "status.reason", wide=True),
+        Column("GPU-SECONDS", "status.gpuSeconds", "number", wide=True),
+        Column("MESSAGE", "status.message", wide=True),
+    ],
+    "TrialMetrics": [NAME, Column("TRIAL", "spec.trial"), Column("SEGMENT", "spec.segment"), AGE],
     "CacheEntry": [
         NAME,
         Column("TASK", "spec.task"),
@@ -234,6 +263,17 @@ def _map(values: list[Any], _now: datetime) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(mapping.items())) or NONE
 
 
+def _pairs(values: list[Any], _now: datetime) -> str:
+    """``[{name: lr, value: 0.01}, ...]`` as ``lr=0.01,...`` (parameter assignments)."""
+    items = values[0] if values and isinstance(values[0], list) else []
+    return ",".join(f"{i.get('name')}={i.get('value')}" for i in items if isinstance(i, dict)) or NONE
+
+
+def _number(values: list[Any], _now: datetime) -> str:
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return ",".join(f"{v:.6g}" for v in numbers) if numbers else NONE
+
+
 def _age(values: list[Any], now: datetime) -> str:
     return age(values[0] if values else None, now)
 
@@ -253,4 +293,6 @@ _FORMATS: dict[str, Callable[[list[Any], datetime], str]] = {
     "ref": _ref,
     "map": _map,
     "unique": _unique,
+    "pairs": _pairs,
+    "number": _number,
 }

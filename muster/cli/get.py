@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from muster.api.labels import EXPERIMENT_LABEL
 from muster.api.registry import KindInfo
 from muster.cli.app import app, console
 from muster.cli.common import (
@@ -62,6 +63,11 @@ def get(
                 if name and info.kind == "Workflow" and output in (Output.table, Output.wide):
                     console.print()
                     print_tasks(objects[0], wide=output == Output.wide)
+                if name and info.kind == "Experiment" and output in (Output.table, Output.wide):
+                    console.print()
+                    trials = client.list("Trial", ns, f"{EXPERIMENT_LABEL}={name}")["items"]
+                    trials.sort(key=lambda t: int(t["spec"].get("index") or 0))
+                    print_objects("Trial", trials, output, single=False, namespaces=False)
             if watch:
                 _follow(client, info, ns, name, selector, version, output, table)
 

@@ -17,6 +17,7 @@ from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
 from muster.cli.output import Output, print_rows, print_value
+from muster.cli.why_experiment import render_experiment
 
 __all__ = ["render", "why"]
 
@@ -36,7 +37,9 @@ _STYLES = {
 
 @app.command()
 def why(
-    target: Annotated[str, typer.Argument(help="job/NAME, trainingjob/NAME, workload/NAME or pod/NAME.")],
+    target: Annotated[
+        str, typer.Argument(help="job/NAME, trainingjob/NAME, workload/NAME, pod/NAME or experiment/NAME.")
+    ],
     namespace: NamespaceOpt = "default",
     output: Annotated[
         Output, typer.Option("--output", "-o", help="table (text), json or yaml.")
@@ -45,13 +48,16 @@ def why(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Explain why a job waits, failed, was preempted, or where it runs."""
+    """Explain why a job waits, failed, was preempted, or where it runs; for an experiment, how
+    many trials run, wait (and why) or were stopped, and the best one."""
     with handle_errors():
-        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod"))
+        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod", "Experiment"))
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
         if output in (Output.json, Output.yaml):
             print_value(explanation, output)
+        elif explanation.get("kind") == "Experiment":
+            render_experiment(explanation)
         else:
             render(explanation)
 

@@ -13,9 +13,11 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from muster.api import registry
+from muster.api.labels import EXPERIMENT_LABEL
 from muster.config import settings
 from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
+from muster.controllers.insight.explain.experiment import explain_experiment
 from muster.controllers.insight.explain.gather import gather
 from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.insight.gpuview import gpu_rows
@@ -27,7 +29,7 @@ from muster.server.views import StoreSource, manager_of
 __all__ = ["INSIGHT_PREFIX", "router"]
 
 INSIGHT_PREFIX = "/api/v1"
-_EXPLAINED = ("TrainingJob", "Workload", "Pod")
+_EXPLAINED = ("TrainingJob", "Workload", "Pod", "Experiment")
 
 router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
 
@@ -40,14 +42,26 @@ def why(
     name: str,
     tail: int = Query(20, ge=0, le=1000, description="Log lines of the failing replica to include."),
 ) -> Response:
-    """Why a TrainingJob, Workload or Pod is where it is (``muster why`` as JSON)."""
+    """Why a TrainingJob, Workload, Pod or Experiment is where it is (``muster why`` as JSON)."""
     info = registry.lookup(kind)
     if info.kind not in _EXPLAINED:
-        raise ApiError(400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload or a Pod")
+        raise ApiError(
+            400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload, a Pod or an Experiment"
+        )
     source = StoreSource(request.app.state.store, request.app)
     obj = source.get(info.kind, name, namespace)
     if obj is None:
         raise ApiError(404, f"{info.kind} {namespace}/{name} not found")
+    if info.kind == "Experiment":
+        selector = f"{EXPERIMENT_LABEL}={name}"
+        return json_response(
+            explain_experiment(
+                obj,
+                source.list("Trial", namespace, selector),
+                source.list("Pod", namespace, selector),
+                source.list("Event", namespace),
+            ).to_dict()
+        )
     return json_response(explain(obj, gather(source, obj, tail, now=time.time())).to_dict())
 
 

@@ -10,6 +10,8 @@ import queues from "./pages/queues.js";
 import nodes from "./pages/nodes.js";
 import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
+import experiments from "./pages/experiments.js";
+import experiment from "./pages/experiment.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
 const ROUTES = [
@@ -18,6 +20,8 @@ const ROUTES = [
   [/^\/jobs\/([^/]+)\/([^/]+)$/, "jobs", job],
   [/^\/workflows$/, "workflows", workflows],
   [/^\/workflows\/([^/]+)\/([^/]+)$/, "workflows", workflow],
+  [/^\/experiments$/, "experiments", experiments],
+  [/^\/experiments\/([^/]+)\/([^/]+)$/, "experiments", experiment],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],
 ];

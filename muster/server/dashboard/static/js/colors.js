@@ -26,6 +26,7 @@ const PHASE = {
   Failed: "bad", Error: "bad",
   Queued: "wait", Pending: "wait", Created: "wait",
   Preempted: "preempt", Suspended: "idle", Skipped: "idle", Omitted: "idle",
+  Stopping: "warn", EarlyStopped: "idle", MetricsUnavailable: "bad", Killed: "idle",
 };
 
 export function phaseClass(phase) {
