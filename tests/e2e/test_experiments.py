@@ -113,7 +113,7 @@ def test_a_paused_trial_is_promoted_and_resumes_from_its_checkpoint(muster_home:
         "algorithmSettings": [{"name": "max_resource", "value": "9"}, {"name": "random_state", "value": "1"}],
     }
     doc = trainer_experiment("promote", asha, 1, 3, ["--by-index", "--steps", "9", "--step-time", "0.3"])
-    with experiment_cluster(muster_home, gpus=1) as (up, client):
+    with experiment_cluster(muster_home, gpus=1) as (_up, client):
         client.apply([doc])
         exp = finished(client, "promote", timeout=300)
         assert exp["status"]["conditions"][-1]["reason"] == "MaxTrialsReached", exp["status"]
