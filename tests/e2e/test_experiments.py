@@ -200,8 +200,8 @@ def test_the_katib_example_runs_as_written(muster_home: Path):
     doc = yaml.safe_load((REPO / "examples" / "katib-experiment.yaml").read_text())
     with experiment_cluster(muster_home) as (_up, client):
         result = client.apply([doc])
-        assert result["results"][0]["kind"] == "Experiment"
-        assert any("medianstop" in w for w in result["results"][0]["warnings"])
+        assert result[0]["kind"] == "Experiment"
+        assert any("medianstop" in w for w in result[0]["warnings"])
         exp = finished(client, "mlp-random", timeout=900)
         status = exp["status"]
         assert exp["status"]["conditions"][-1]["type"] == "Succeeded", status

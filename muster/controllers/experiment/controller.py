@@ -74,7 +74,7 @@ class ExperimentController:
         self,
         ctx: Context,
         logs: SupportsLogs | None = None,
-        poll_seconds: float = 1.0,
+        poll_seconds: float = 0.5,
         save_seconds: float = 2.0,
     ) -> None:
         self.ctx = ctx
