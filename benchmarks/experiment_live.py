@@ -24,6 +24,7 @@ from muster.testing.up import MusterUp
 
 SCRIPT = str(Path(curves.__file__).resolve())
 STEPS = 27
+MIN_RESOURCE = 3  # rungs at 3 and 9 steps, as in part 1
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _optuna(seed: int, gpus: int, trials: int, step_time: float, target: float) 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=10),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=MIN_RESOURCE, reduction_factor=3),
     )
     reached: list[float] = []
     lock = threading.Lock()

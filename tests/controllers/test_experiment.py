@@ -283,3 +283,34 @@ def test_deleting_the_experiment_removes_its_trials_jobs_and_metrics(harness: Ha
             and not h.store.list("TrialMetrics", "default").items
         )
     )
+
+
+def test_why_says_how_many_trials_run_wait_and_why_or_were_stopped(harness: Harness):
+    from muster.controllers.insight.explain.experiment import explain_experiment
+
+    h = harness
+    h.apply(
+        experiment("asha", algorithm="asha", settings={"max_resource": 9}, parallel=2, max_trials=6, gpus=3)
+    )
+    h.settle(lambda: "asha-0-worker-0" in h.pods() and "asha-1" in trials(h, "asha"))
+    h.rt.run("default/asha-0-worker-0")
+    say(h, "asha-0-worker-0", "loss=0.5")  # alone at rung 0: paused; its GPUs go to asha-1
+    h.settle(lambda: phase(h, "asha-0") == "EarlyStopped" and "asha-1-worker-0" in h.pods())
+    h.rt.run("default/asha-1-worker-0")
+    h.settle(lambda: phase(h, "asha-1") == "Running" and "asha-2" in trials(h, "asha"))
+    h.settle(lambda: (h.get("Trial", "asha-2")["status"].get("reason") or "") == "QuotaExhausted")
+    exp = h.get("Experiment", "asha")
+    listed = h.store.list("Trial", "default").items
+    ex = explain_experiment(
+        exp, listed, h.store.list("Pod", "default").items, h.store.list("Event", "default").items
+    )
+    out = ex.to_dict()
+    assert out["summary"].startswith(
+        "experiment/asha is running: 3 of 6 trials, 1 running, 1 waiting (1 QuotaExhausted), "
+        "1 stopped early (1 paused at an ASHA rung"
+    )
+    assert out["running"][0]["trial"] == "asha-1" and "GPU" in out["running"][0]["where"]
+    assert out["waiting"][0]["trials"] == ["asha-2"]
+    assert out["stopped"][0]["reason"] == "PausedAtRung"
+    assert "muster why job/asha-2" in out["unblock"][0]
+    assert out["best"]["trial"] == "asha-0" and out["best"]["parameters"]["lr"]

@@ -58,6 +58,7 @@ from muster.controllers.experiment.observe import (
 )
 from muster.controllers.experiment.results import best_trial, conclusion, counts, objective_value
 from muster.controllers.experiment.search import Slots, fill_slots
+from muster.controllers.experiment.suggest import TpeMemory
 from muster.controllers.experiment.trials import trial_job
 from muster.runtime.base import SupportsLogs
 from muster.store.base import NotFound
@@ -82,6 +83,10 @@ class ExperimentController:
         self.poll_seconds = poll_seconds
         self.save_seconds = save_seconds
         self.records: dict[tuple[str, str, str], TrialRecord] = {}  # (ns, trial, trial uid)
+        self.memories: dict[str, TpeMemory] = {}  # experiment uid -> its TPE study in memory
+
+    def tpe_memory(self, exp: Obj) -> TpeMemory:
+        return self.memories.setdefault(exp["metadata"].get("uid") or "", TpeMemory())
 
     def reconcile(self, exp: Obj) -> None:
         _Pass(self, exp).run()
@@ -117,6 +122,9 @@ class ExperimentController:
                     pass
         for key in [k for k in self.records if (k[0], k[1]) not in trials]:
             del self.records[key]
+        uids = {e["metadata"].get("uid") for e in self.ctx.cache.list("Experiment")}
+        for uid in [u for u in self.memories if u not in uids]:
+            del self.memories[uid]
         root = self.ctx.home / "experiments"
         if root.is_dir():
             for ns_dir in root.iterdir():

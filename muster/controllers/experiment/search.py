@@ -73,13 +73,13 @@ def observed(works: list[TrialWork], objective: str) -> list[Observed]:
         params = {a["name"]: a["value"] for a in w.trial["spec"].get("parameterAssignments") or []}
         curve = w.record.series.curve(objective)
         if phase is TrialPhase.SUCCEEDED:
-            out.append(Observed(params, "complete", w.status.get("objectiveValue"), curve))
+            out.append(Observed(params, "complete", w.status.get("objectiveValue"), curve, w.index))
         elif phase is TrialPhase.EARLY_STOPPED:
-            out.append(Observed(params, "pruned", None, curve))
+            out.append(Observed(params, "pruned", None, curve, w.index))
         elif phase in ACTIVE:
-            out.append(Observed(params, "running", None, curve))
+            out.append(Observed(params, "running", None, curve, w.index))
         else:
-            out.append(Observed(params, "failed"))
+            out.append(Observed(params, "failed", index=w.index))
     return out
 
 
@@ -111,6 +111,7 @@ def _new_trial(s: Slots, everyone: list[TrialWork]) -> TrialWork | None:
         index,
         observed(everyone, spec["objective"]["objectiveMetricName"]),
         spec["objective"]["type"],
+        s.ctl.tpe_memory(s.exp),
     )
     if values is None:
         s.exhausted = True

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from muster.api.experiment_plan import AshaOptions, MedianOptions
 
-__all__ = ["RungEntry", "asha_decision", "median_stop", "promotable", "rung_cut"]
+__all__ = ["RungEntry", "asha_decision", "median_stop", "next_milestone", "promotable", "rung_cut"]
 
 
 @dataclass(frozen=True)
@@ -58,19 +58,22 @@ def asha_decision(
 def promotable(entries: Sequence[RungEntry], eta: int, maximize: bool) -> RungEntry | None:
     """The paused trial to promote now: the best of those in the top ``1/eta`` of their rung,
     highest rung first; None when no paused trial qualifies."""
-    best: RungEntry | None = None
+    rungs: dict[tuple[int, int], list[RungEntry]] = {}
     for e in entries:
-        if not e.paused:
+        rungs.setdefault((e.bracket, e.rung), []).append(e)
+    best: RungEntry | None = None
+    for here in rungs.values():
+        paused = [e for e in here if e.paused]
+        if not paused:
             continue
-        here = [(x.value, x.index) for x in entries if (x.bracket, x.rung) == (e.bracket, e.rung)]
-        if e.index not in rung_cut(here, eta, maximize):
-            continue
-        if best is None or (e.rung, _better(e.value, maximize), -e.index) > (
-            best.rung,
-            _better(best.value, maximize),
-            -best.index,
-        ):
-            best = e
+        cut = rung_cut([(x.value, x.index) for x in here], eta, maximize)
+        for e in paused:
+            if e.index in cut and (
+                best is None
+                or (e.rung, _better(e.value, maximize), -e.index)
+                > (best.rung, _better(best.value, maximize), -best.index)
+            ):
+                best = e
     return best
 
 
