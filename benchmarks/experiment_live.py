@@ -138,7 +138,8 @@ def _muster(seed: int, gpus: int, trials: int, step_time: float, target: float) 
                 },
             },
         }
-        with MusterUp(home, extra_args=["--fake-gpus", str(gpus)]) as up, Client(up.url, up.token) as client:
+        up = MusterUp(home, extra_args=["--fake-gpus", str(gpus)]).start(timeout=300)
+        with up, Client(up.url, up.token) as client:
             start = time.time()
             client.apply([doc])
 

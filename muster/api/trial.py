@@ -15,7 +15,7 @@ then 4th, ... report is kept (the summary still counts every one).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from pydantic import Field
 
@@ -34,16 +34,10 @@ __all__ = [
     "TrialStatus",
 ]
 
-TRIAL_PHASES = (
-    "Pending",
-    "Running",
-    "Stopping",
-    "EarlyStopped",
-    "Succeeded",
-    "Failed",
-    "MetricsUnavailable",
-    "Killed",
-)
+TrialPhaseName = Literal[
+    "Pending", "Running", "Stopping", "EarlyStopped", "Succeeded", "Failed", "MetricsUnavailable", "Killed"
+]
+TRIAL_PHASES: tuple[str, ...] = get_args(TrialPhaseName)
 SEGMENT_POINTS = 1000
 THIN_AFTER = 5000
 

@@ -5,15 +5,25 @@ in watch mode later rows keep the widths of the first ones."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 import yaml
 
 from muster.cli.app import console
-from muster.cli.columns import Column, columns_for, row
+from muster.cli.columns import Column, age, columns_for, row
 
-__all__ = ["Output", "Table", "print_objects", "print_rows", "print_tasks", "print_value", "to_yaml"]
+__all__ = [
+    "Output",
+    "Table",
+    "print_events",
+    "print_objects",
+    "print_rows",
+    "print_tasks",
+    "print_value",
+    "to_yaml",
+]
 
 
 class Output(StrEnum):
@@ -77,6 +87,18 @@ def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> N
     for n, cells in enumerate([headers, *rows]):
         line = indent + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         console.print(line, markup=False, highlight=False, style="bold" if n == 0 and not indent else None)
+
+
+def print_events(events: list[dict[str, Any]], now: datetime, indent: str = "  ") -> None:
+    """The events of an explanation (``muster why``): last seen, type, reason, object, message."""
+    print_rows(
+        ["LAST-SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        [
+            [age(e.get("lastTimestamp"), now), e["type"] or "", e["reason"] or "", e["object"], e["message"]]
+            for e in events
+        ],
+        indent,
+    )
 
 
 def print_tasks(wf: dict[str, Any], wide: bool = False, indent: str = "") -> None:

@@ -16,7 +16,7 @@ from rich.text import Text
 from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
-from muster.cli.output import Output, print_rows, print_value
+from muster.cli.output import Output, print_events, print_rows, print_value
 from muster.cli.why_experiment import render_experiment
 
 __all__ = ["render", "why"]
@@ -161,20 +161,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
             _item(hint)
     if ex.get("events"):
         _heading("Recent events")
-        print_rows(
-            ["LAST-SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-            [
-                [
-                    age(e.get("lastTimestamp"), now),
-                    e["type"] or "",
-                    e["reason"] or "",
-                    e["object"],
-                    e["message"],
-                ]
-                for e in ex["events"]
-            ],
-            indent="  ",
-        )
+        print_events(ex["events"], now)
 
 
 def _failure(failure: dict[str, Any]) -> None:

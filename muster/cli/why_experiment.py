@@ -9,8 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from muster.cli.app import console
-from muster.cli.columns import age
-from muster.cli.output import print_rows
+from muster.cli.output import print_events, print_rows
 
 __all__ = ["render_experiment"]
 
@@ -63,20 +62,7 @@ def render_experiment(ex: dict[str, Any], now: datetime | None = None) -> None:
             console.print(f"  - {hint}", markup=False, highlight=False)
     if ex.get("events"):
         _heading("Recent events")
-        print_rows(
-            ["LAST-SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-            [
-                [
-                    age(e.get("lastTimestamp"), now),
-                    e["type"] or "",
-                    e["reason"] or "",
-                    e["object"],
-                    e["message"],
-                ]
-                for e in ex["events"]
-            ],
-            indent="  ",
-        )
+        print_events(ex["events"], now)
 
 
 def _names(trials: list[str], shown: int = 4) -> str:

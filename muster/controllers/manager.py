@@ -347,16 +347,18 @@ class Manager:
                 self.jobs.reconcile(job)
 
     def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
-        for ns, name in sorted(flows):
-            wf = self.ctx.cache.get("Workflow", name, ns or None)
-            if wf is not None:
-                self.workflows.reconcile(wf)
+        self._reconcile_each("Workflow", flows, self.workflows.reconcile)
 
     def _reconcile_experiments(self, experiments: set[tuple[str, str]]) -> None:
-        for ns, name in sorted(experiments):
-            exp = self.ctx.cache.get("Experiment", name, ns or None)
-            if exp is not None:
-                self.experiments.reconcile(exp)
+        self._reconcile_each("Experiment", experiments, self.experiments.reconcile)
+
+    def _reconcile_each(
+        self, kind: str, names: set[tuple[str, str]], reconcile: Callable[[Obj], None]
+    ) -> None:
+        for ns, name in sorted(names):
+            obj = self.ctx.cache.get(kind, name, ns or None)
+            if obj is not None:
+                reconcile(obj)
 
     def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
         cache = self.ctx.cache

@@ -14,6 +14,7 @@ from muster.controllers.insight.explain.facts import (
     PodFacts,
     PreemptionFacts,
     WhyContext,
+    event_row,
     pod_facts,
     where,
 )
@@ -278,17 +279,7 @@ def _events(ctx: WhyContext, *objs: Obj) -> list[dict[str, Any]]:
         and any(refers_to(e, o) for o in about)
     ]
     picked.sort(key=lambda e: e.get("lastTimestamp") or "")
-    return [
-        {
-            "object": f"{e['involvedObject']['kind'].lower()}/{e['involvedObject']['name']}",
-            "type": e.get("type"),
-            "reason": e.get("reason"),
-            "message": e.get("message", ""),
-            "count": e.get("count", 1),
-            "lastTimestamp": e.get("lastTimestamp"),
-        }
-        for e in picked[-_RECENT_EVENTS:]
-    ]
+    return [event_row(e) for e in picked[-_RECENT_EVENTS:]]
 
 
 def _relevant(rows: list[QuotaRow], requests: Mapping[str, str]) -> list[QuotaRow]:

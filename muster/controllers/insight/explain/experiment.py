@@ -15,6 +15,7 @@ from typing import Any
 
 from muster.api.conditions import latest_condition
 from muster.api.labels import REPLICA_TYPE_LABEL
+from muster.controllers.insight.explain.facts import event_row
 from muster.store.events import refers_to
 
 __all__ = ["ExperimentExplanation", "TrialGroup", "explain_experiment"]
@@ -120,17 +121,7 @@ def explain_experiment(
         )
     ]
     picked.sort(key=lambda e: e.get("lastTimestamp") or "")
-    ex.events = [
-        {
-            "object": f"{e['involvedObject']['kind'].lower()}/{e['involvedObject']['name']}",
-            "type": e.get("type"),
-            "reason": e.get("reason"),
-            "message": e.get("message", ""),
-            "count": e.get("count", 1),
-            "lastTimestamp": e.get("lastTimestamp"),
-        }
-        for e in picked[-_EVENTS:]
-    ]
+    ex.events = [event_row(e) for e in picked[-_EVENTS:]]
     return ex
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "PreemptionFacts",
     "QueueFacts",
     "WhyContext",
+    "event_row",
     "pod_facts",
     "where",
 ]
@@ -172,6 +173,18 @@ class Explanation:
         out["quota"] = [row.to_dict() for row in self.quota]
         out["requests"] = dict(self.requests)  # resource names are keys, kept as they are
         return out
+
+
+def event_row(e: Obj) -> dict[str, Any]:
+    """An Event as an explanation lists it."""
+    return {
+        "object": f"{e['involvedObject']['kind'].lower()}/{e['involvedObject']['name']}",
+        "type": e.get("type"),
+        "reason": e.get("reason"),
+        "message": e.get("message", ""),
+        "count": e.get("count", 1),
+        "lastTimestamp": e.get("lastTimestamp"),
+    }
 
 
 def pod_facts(pods: Sequence[Obj]) -> list[PodFacts]:
