@@ -7,6 +7,7 @@ search holds ``GPUs x wall`` GPU-seconds; its work is the steps its trials compu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,7 @@ def _muster(seed: int, gpus: int, trials: int, step_time: float, target: float) 
                 "earlyStopping": {
                     "algorithmName": "asha",
                     "algorithmSettings": [
+                        {"name": "min_resource", "value": str(MIN_RESOURCE)},
                         {"name": "max_resource", "value": str(STEPS)},
                         {"name": "reduction_factor", "value": "3"},
                     ],
@@ -152,6 +154,12 @@ def _muster(seed: int, gpus: int, trials: int, step_time: float, target: float) 
             wait_for(done, timeout=1800, interval=0.2, what="the experiment to finish")
             wall = time.time() - start
             items = client.list("Trial", "default")["items"]
+            if os.environ.get("MUSTER_BENCH_DEBUG"):
+                for t in sorted(items, key=lambda t: t["spec"]["index"]):
+                    st = t["status"]
+                    print(t["metadata"]["name"], st.get("phase"), st.get("reason"), st.get("objectiveValue"),
+                          [(r["rung"], r["step"], r["decision"]) for r in st.get("rungs") or []],
+                          st.get("startTime"), st.get("completionTime"))
         reached = [
             epoch(t["status"]["completionTime"]) - start
             for t in items

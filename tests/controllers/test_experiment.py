@@ -96,7 +96,8 @@ def test_asha_pauses_at_a_rung_gives_the_gpu_back_and_promotes_from_the_checkpoi
     t0 = h.get("Trial", "asha-0")
     assert t0["status"]["rungs"][0]["decision"] == "Promoted"
     assert t0["status"]["rungs"][0]["checkpoint"] == "step-1.pt"
-    assert "resumes from checkpoint step-1.pt" in t0["status"]["message"]
+    promoted = [m for r, m in h.events(t0) if r == "TrialPromoted"]
+    assert promoted and "resumes from checkpoint step-1.pt" in promoted[0], h.events(t0)
     assert "asha-3" not in trials(h, "asha")  # the promotion took the slot, not a new trial
     h.settle(lambda: "asha-0-worker-0" in h.pods())
     assert h.job("asha-0")["spec"]["runPolicy"]["suspend"] is False

@@ -1,6 +1,7 @@
 """Filling the experiment's free slots: ASHA promotions first, then new trials.
 
-A slot is a trial waiting or running (``parallelTrialCount`` of them at most). A new trial is
+A slot is a trial waiting or running (``parallelTrialCount`` of them at most); a trial being
+stopped early no longer takes one. A new trial is
 a Trial object holding the sampler's values, created in the store before its job (so the
 sampler's decision survives a crash and is never taken twice: the trial's name is derived
 from its index).
@@ -43,7 +44,10 @@ class Slots:
 def fill_slots(s: Slots) -> None:
     spec = s.exp["spec"]
     maximize = spec["objective"]["type"] == "maximize"
-    free = int(spec.get("parallelTrialCount") or 3) - sum(1 for w in s.works if w.phase in ACTIVE)
+    # A trial being stopped holds its GPUs only until its pods are gone: the next one may queue
+    # for them already, so they go to it (or to whoever the queue prefers) the moment they free.
+    busy = (TrialPhase.PENDING, TrialPhase.RUNNING)
+    free = int(spec.get("parallelTrialCount") or 3) - sum(1 for w in s.works if w.phase in busy)
     while free > 0:
         everyone = [*s.works, *s.created]
         if s.plan.asha is not None:
