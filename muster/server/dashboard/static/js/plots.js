@@ -91,10 +91,10 @@ export function curvesPlot(curves, { metric, best }) {
   for (const name of names) {
     const points = curves[name];
     const d = points.map(([px, py], i) => `${i ? "L" : "M"}${x(px).toFixed(1)},${y(py).toFixed(1)}`).join("");
-    const line = s("path", { d, class: name === best ? "curve best" : "curve", "data-trial": name, style: name === best ? null : `stroke:${jobColor(name)}` });
+    const line = s("path", { d, class: name === best ? "curve best" : "curve", "data-trial": name, style: name === best ? null : { stroke: jobColor(name) } });
     line.append(s("title", {}, `${name}: ${points.length} points, last ${fmt(points[points.length - 1][1])}`));
     svg.append(line);
-    if (points.length === 1) svg.append(s("circle", { cx: x(points[0][0]), cy: y(points[0][1]), r: 2.5, class: "curve-dot", style: `fill:${jobColor(name)}` }));
+    if (points.length === 1) svg.append(s("circle", { cx: x(points[0][0]), cy: y(points[0][1]), r: 2.5, class: "curve-dot", style: { fill: jobColor(name) } }));
   }
   return svg;
 }
