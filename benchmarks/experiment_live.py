@@ -157,9 +157,15 @@ def _muster(seed: int, gpus: int, trials: int, step_time: float, target: float) 
             if os.environ.get("MUSTER_BENCH_DEBUG"):
                 for t in sorted(items, key=lambda t: t["spec"]["index"]):
                     st = t["status"]
-                    print(t["metadata"]["name"], st.get("phase"), st.get("reason"), st.get("objectiveValue"),
-                          [(r["rung"], r["step"], r["decision"]) for r in st.get("rungs") or []],
-                          st.get("startTime"), st.get("completionTime"))
+                    print(
+                        t["metadata"]["name"],
+                        st.get("phase"),
+                        st.get("reason"),
+                        st.get("objectiveValue"),
+                        [(r["rung"], r["step"], r["decision"]) for r in st.get("rungs") or []],
+                        st.get("startTime"),
+                        st.get("completionTime"),
+                    )
         reached = [
             epoch(t["status"]["completionTime"]) - start
             for t in items

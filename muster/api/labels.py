@@ -15,6 +15,8 @@ __all__ = [
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
     "EXPERIMENT_LABEL",
+    "GPU",
+    "GPU_MEMORY",
     "JOB_NAME_LABEL",
     "MASTER_PORT_ANNOTATION",
     "REPLICA_INDEX_LABEL",
@@ -31,6 +33,11 @@ __all__ = [
     "pod_name",
     "replica_name",
 ]
+
+# -- resources ----------------------------------------------------------------------------
+
+GPU = "nvidia.com/gpu"  # whole GPUs
+GPU_MEMORY = "muster.dev/gpu-memory"  # a share of one GPU sized by its memory
 
 # -- pods of a job ---------------------------------------------------------------------------
 

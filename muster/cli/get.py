@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from muster.api.kinds import Kind
 from muster.api.labels import EXPERIMENT_LABEL
-from muster.api.registry import KindInfo
 from muster.cli.app import app, console
 from muster.cli.common import (
     NamespaceOpt,
@@ -74,7 +74,7 @@ def get(
 
 def _follow(
     client: Client,
-    info: KindInfo,
+    info: Kind,
     namespace: str | None,
     name: str | None,
     selector: str | None,
@@ -93,7 +93,7 @@ def _follow(
         pass
 
 
-def _print_event(type_: str, obj: dict[str, Any], output: Output, table: Table, info: KindInfo) -> None:
+def _print_event(type_: str, obj: dict[str, Any], output: Output, table: Table, info: Kind) -> None:
     if output in (Output.table, Output.wide):
         table.print([obj], header=False)
     elif output == Output.name:

@@ -19,7 +19,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,6 +55,8 @@ from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
 from muster.runtime.local.node import apply_health, local_node, node_name
+from muster.runtime.local.shim import command as shim_command
+from muster.runtime.local.spawner import ShimProcess, Spawner
 from muster.runtime.local.tracking import (
     ContainerRecord,
     CState,
@@ -80,7 +81,7 @@ _UNWATCHED_POLL = 0.5
 # Shims this process started that outlived the record holding them (a closed runtime, a
 # released pod whose shim is still exiting). They are kept here, and reaped by the next poll
 # of any runtime, rather than garbage-collected while running: no zombies, no warnings.
-_DETACHED: list[subprocess.Popen[bytes]] = []
+_DETACHED: list[subprocess.Popen[bytes] | ShimProcess] = []
 
 
 class HomeInUse(PodRuntimeError):
@@ -104,6 +105,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         memory: MemoryMode = "auto",
         rss_interval: float = DEFAULT_RSS_INTERVAL,
         environ: Mapping[str, str] | None = None,
+        zygote: bool | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else settings().home
         self._log_files = logfiles.LogFiles(self.home)
@@ -122,6 +124,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         self._base_env = base_environment(environ)
         self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
         self._selector = selectors.DefaultSelector()
+        self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
         self._closed = False
         self.readopt()
 
@@ -296,6 +299,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
                 self._unwatch(c)
                 _detach(c)
         self._selector.close()
+        self._spawner.close()
         self.gpus.close()
         os.close(self._lock_fd)
 
@@ -337,23 +341,17 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         read_fd, write_fd = os.pipe()
         try:
             with open(c.files.shim_log, "ab") as shim_log:
-                c.popen = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "muster.runtime.local.shim",
-                        str(c.files.pod_dir),
-                        c.name,
-                        "--notify-fd",
-                        str(write_fd),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=shim_log,
-                    stderr=subprocess.STDOUT,
-                    cwd=c.files.pod_dir,
-                    start_new_session=True,  # the shim and its process outlive this server
-                    pass_fds=(write_fd,),
-                )
+                c.popen = self._spawner.spawn(c.files.pod_dir, c.name, write_fd, shim_log.fileno())
+                if c.popen is None:  # no zygote here: a shim of its own
+                    c.popen = subprocess.Popen(
+                        shim_command(c.files.pod_dir, c.name, "--notify-fd", str(write_fd)),
+                        stdin=subprocess.DEVNULL,
+                        stdout=shim_log,
+                        stderr=subprocess.STDOUT,
+                        cwd=c.files.pod_dir,
+                        start_new_session=True,  # the shim and its process outlive this server
+                        pass_fds=(write_fd,),
+                    )
         except OSError as exc:
             os.close(read_fd)
             mark_lost(c, record, f"cannot start its shim: {exc}")
