@@ -16,6 +16,8 @@ __all__ = [
     "Output",
     "Table",
     "print_events",
+    "print_field",
+    "print_heading",
     "print_objects",
     "print_rows",
     "print_tasks",
@@ -79,6 +81,17 @@ def print_objects(
 def print_value(value: Any, output: Output) -> None:
     text = json.dumps(value, indent=2) if output == Output.json else to_yaml(value).rstrip("\n")
     console.print(text, markup=False, soft_wrap=True)
+
+
+def print_field(label: str, value: str) -> None:
+    """A ``Label:    value`` line of an explanation (``muster why``); an empty label continues one."""
+    console.print(f"{label + ':' if label else '':<10}{value}", markup=False, highlight=False)
+
+
+def print_heading(title: str) -> None:
+    """A section heading of an explanation, after a blank line."""
+    console.print()
+    console.print(f"{title}:", style="bold", markup=False)
 
 
 def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> None:

@@ -15,7 +15,14 @@ import typer
 from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
-from muster.cli.output import Output, print_events, print_rows, print_value
+from muster.cli.output import (
+    Output,
+    print_events,
+    print_field,
+    print_heading,
+    print_rows,
+    print_value,
+)
 from muster.cli.why_experiment import render_experiment
 
 __all__ = ["render", "why"]
@@ -69,14 +76,14 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     cause = ex.get("rootCause")
     if cause:
         # The fact behind the scheduler's reason comes first: it is what to act on.
-        _field("Cause", f"{cause['message']} [{cause['object']}]")
+        print_field("Cause", f"{cause['message']} [{cause['object']}]")
         for more in cause.get("also") or []:
-            _field("", f"and {more['message']} [{more['object']}]")
-    _field("State", ex["state"])
+            print_field("", f"and {more['message']} [{more['object']}]")
+    print_field("State", ex["state"])
     if ex.get("reason"):
-        _field("Reason", ex["reason"])
+        print_field("Reason", ex["reason"])
     if ex.get("message"):
-        _field("Message", ex["message"])
+        print_field("Message", ex["message"])
     q = ex.get("queue")
     if q and q.get("clusterQueue"):
         text = f"LocalQueue {q['localQueue']} -> ClusterQueue {q['clusterQueue']}"
@@ -89,11 +96,11 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
                 text += "; ahead: " + ", ".join(q["ahead"]) + (f" and {more} more" if more > 0 else "")
         else:
             text += f", {q['pending']} pending"
-        _field("Queue", text)
+        print_field("Queue", text)
     if ex.get("requests"):
-        _field("Requests", ", ".join(f"{r} {v}" for r, v in ex["requests"].items()))
+        print_field("Requests", ", ".join(f"{r} {v}" for r, v in ex["requests"].items()))
     if ex.get("quota"):
-        _heading(f"Quota of ClusterQueue {q['clusterQueue'] if q else ''}")
+        print_heading(f"Quota of ClusterQueue {q['clusterQueue'] if q else ''}")
         print_rows(
             ["FLAVOR", "RESOURCE", "USED", "NOMINAL", "BORROWED", "BORROWING-LIMIT"],
             [
@@ -113,7 +120,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if nodes:
         shown = nodes[:_NODES_SHOWN]
         fitting = sum(1 for v in nodes if v["fits"])
-        _heading(f"Nodes ({fitting} of {len(nodes)} can host a pod now)")
+        print_heading(f"Nodes ({fitting} of {len(nodes)} can host a pod now)")
         print_rows(
             ["NODE", "VERDICT", "WHY"],
             [[v["node"], "fits" if v["fits"] else v["reason"], v["message"]] for v in shown],
@@ -122,10 +129,10 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
         if len(nodes) > len(shown):
             _item(f"and {len(nodes) - len(shown)} more nodes (-o json lists them all)")
     if ex.get("fragmentation") is not None:
-        _heading("Free GPUs")
+        print_heading("Free GPUs")
         _item(ex["fragmentation"]["message"])
     if ex.get("pods"):
-        _heading("Pods")
+        print_heading("Pods")
         print_rows(
             ["REPLICA", "POD", "PHASE", "REASON", "NODE", "GPUS", "EXIT"],
             [
@@ -146,7 +153,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if ex.get("failure") is not None:
         _failure(ex["failure"])
     if ex.get("preemptions"):
-        _heading("Preemptions")
+        print_heading("Preemptions")
         for pre in ex["preemptions"]:
             when = f"{age(pre['time'], now)} ago" if pre.get("time") else "at an unknown time"
             by = f" by {pre['preemptor']}" if pre.get("preemptor") else ""
@@ -161,16 +168,18 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
                 resumed = f"{age(pre['resumedAt'], now)} ago"
                 console.print(f"      resumed {resumed} with no checkpoint: it started over", markup=False)
     if ex.get("unblock"):
-        _heading("What would unblock it" if ex["state"] not in ("Failed", "Restarting") else "What to do")
+        print_heading(
+            "What would unblock it" if ex["state"] not in ("Failed", "Restarting") else "What to do"
+        )
         for hint in ex["unblock"]:
             _item(hint)
     if ex.get("events"):
-        _heading("Recent events")
+        print_heading("Recent events")
         print_events(ex["events"], now)
 
 
 def _failure(failure: dict[str, Any]) -> None:
-    _heading("Failure")
+    print_heading("Failure")
     _item(f"{failure['reason']}" + (f": {failure['message']}" if failure.get("message") else ""))
     pod = failure.get("pod")
     if pod is not None:
@@ -180,18 +189,9 @@ def _failure(failure: dict[str, Any]) -> None:
             + (f": {pod['message']}" if pod.get("message") else "")
         )
         if failure.get("logTail"):
-            _heading(f"Log tail of {pod['replica']} (muster logs {pod['name']})")
+            print_heading(f"Log tail of {pod['replica']} (muster logs {pod['name']})")
             for line in failure["logTail"]:
                 console.print("  | " + line.rstrip("\n"), markup=False, highlight=False)
-
-
-def _field(label: str, value: str) -> None:
-    console.print(f"{label + ':' if label else '':<10}{value}", markup=False, highlight=False)
-
-
-def _heading(title: str) -> None:
-    console.print()
-    console.print(f"{title}:", style="bold", markup=False)
 
 
 def _item(text: str) -> None:
