@@ -343,7 +343,7 @@ def part1(seeds: int, gpus: int, start_cost: float) -> list[dict]:
         for method, runs in results.items():
             costs = [r.to_target if r.to_target is not None else math.inf for r in runs]
             med = _median(costs)
-            q = statistics.quantiles(costs, n=4) if len(costs) >= 2 else [med, med, med]
+            q = [_rank(costs, 0.25), med, _rank(costs, 0.75)]
             label = {"optuna": "optuna alone", "tpe+asha": "tpe+asha"}.get(method, method)
             print(
                 f"{label:<12} {sum(c < math.inf for c in costs):>5}/{len(costs):<2} {_fmt(med):>13} "
@@ -363,6 +363,13 @@ def part1(seeds: int, gpus: int, start_cost: float) -> list[dict]:
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
+
+
+def _rank(values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile: one of the values (``never`` stays ``never``; an
+    interpolating quantile of two seeds extrapolates below zero or mixes a cost with infinity)."""
+    ranked = sorted(values)
+    return ranked[min(len(ranked) - 1, max(0, math.ceil(q * len(ranked)) - 1))] if ranked else math.nan
 
 
 def _fmt(v: float) -> str:

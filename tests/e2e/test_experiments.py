@@ -130,8 +130,15 @@ def test_a_paused_trial_is_promoted_and_resumes_from_its_checkpoint(muster_home:
         steps = series(client, "promote-0")
         assert steps == list(range(1, len(steps) + 1)) and 3 <= len(steps) <= 5, steps
         log = run_cli(muster_home, "logs", "promote-0-worker-0").stdout
-        resumed = re.search(r"resumed at step (\d+)\nstep (\d+):", log)
-        assert resumed and int(resumed.group(2)) == int(resumed.group(1)) + 1, log
+        resumed = re.search(r"resumed at step (\d+)\n(?:step (\d+):)?", log)
+        assert resumed, log
+        if resumed.group(2) is not None:
+            assert int(resumed.group(2)) == int(resumed.group(1)) + 1, log
+        else:
+            # On a busy machine the first run may go past rung 1's step before its stop reaches
+            # it: the promoted run is then judged at rung 1 on the stored reports and paused at
+            # once, before it reports again.
+            assert int(resumed.group(1)) >= rungs[1]["step"] and steps[-1] == int(resumed.group(1)), log
         assert exp["status"]["currentOptimalTrial"]["bestTrialName"] == "promote-0"
         # The GPU went back each time: one GPU served three trials and a promotion.
         assert t0["status"]["gpuSeconds"] > 0
