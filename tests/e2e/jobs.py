@@ -47,12 +47,14 @@ def serve(
 
 
 def clean_up(client: Client) -> None:
-    for job in client.list("TrainingJob")["items"]:
-        try:
-            client.delete("TrainingJob", job["metadata"]["name"], job["metadata"]["namespace"])
-        except ApiError:
-            pass
-    wait_for(lambda: not live_pods(client), timeout=60, what="every pod to stop")
+    # Experiments first: they would make their trials' jobs again.
+    for kind in ("Experiment", "TrainingJob"):
+        for obj in client.list(kind)["items"]:
+            try:
+                client.delete(kind, obj["metadata"]["name"], obj["metadata"]["namespace"])
+            except ApiError:
+                pass
+    wait_for(lambda: not live_pods(client), timeout=120, what="every pod to stop")
 
 
 def live_pods(client: Client) -> list[Obj]:

@@ -8,8 +8,6 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,36 +15,15 @@ import pytest
 import yaml
 
 from muster.sdk.client import Client
-from muster.sdk.errors import ApiError
 from muster.testing import skip_or_fail, wait_for
 from muster.testing.up import MusterUp, run_cli
-from tests.e2e.jobs import PYTHON, live_pods
+from tests.e2e.jobs import PYTHON, cluster
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(Path(__file__).with_name("experiment_trainer.py"))
 Obj = dict[str, Any]
-
-
-@contextmanager
-def experiment_cluster(home: Path, gpus: int = 2) -> Iterator[tuple[MusterUp, Client]]:
-    up = MusterUp(home, extra_args=["--fake-gpus", str(gpus)]).start()
-    client = Client(up.url, up.token)
-    try:
-        yield up, client
-    finally:
-        try:
-            if up.proc is not None:
-                for exp in client.list("Experiment")["items"]:
-                    try:
-                        client.delete("Experiment", exp["metadata"]["name"], exp["metadata"]["namespace"])
-                    except ApiError:
-                        pass
-                wait_for(lambda: not live_pods(client), timeout=120, what="every trial's pod to stop")
-        finally:
-            client.close()
-            up.stop()
 
 
 def finished(client: Client, name: str, timeout: float) -> Obj:
@@ -113,7 +90,7 @@ def test_a_paused_trial_is_promoted_and_resumes_from_its_checkpoint(muster_home:
         "algorithmSettings": [{"name": "max_resource", "value": "9"}, {"name": "random_state", "value": "1"}],
     }
     doc = trainer_experiment("promote", asha, 1, 3, ["--by-index", "--steps", "9", "--step-time", "0.3"])
-    with experiment_cluster(muster_home, gpus=1) as (_up, client):
+    with cluster(muster_home, gpus=1) as (_up, client):
         client.apply([doc])
         exp = finished(client, "promote", timeout=300)
         assert exp["status"]["conditions"][-1]["reason"] == "MaxTrialsReached", exp["status"]
@@ -160,7 +137,7 @@ def test_a_killed_server_resumes_the_search_with_no_trial_lost_or_repeated(muste
     os.kill(up.proc.pid, signal.SIGKILL)  # no shutdown: the trials' processes run on
     up.proc.wait(timeout=30)
     up.proc = None
-    with experiment_cluster(muster_home) as (_up, client):
+    with cluster(muster_home, gpus=2) as (_up, client):
         exp = finished(client, "crash", timeout=300)
         assert exp["status"]["trialsSucceeded"] == 4, exp["status"]
         names = [t["metadata"]["name"] for t in trials(client, "crash")]
@@ -186,7 +163,7 @@ def _torch(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("_torch")
 def test_the_asha_example_runs_as_written(muster_home: Path):
     doc = yaml.safe_load((REPO / "examples" / "experiment.yaml").read_text())
-    with experiment_cluster(muster_home) as (_up, client):
+    with cluster(muster_home, gpus=2) as (_up, client):
         client.apply([doc])
         exp = finished(client, "mlp-asha", timeout=900)
         status = exp["status"]
@@ -205,7 +182,7 @@ def test_the_asha_example_runs_as_written(muster_home: Path):
 @pytest.mark.usefixtures("_torch")
 def test_the_katib_example_runs_as_written(muster_home: Path):
     doc = yaml.safe_load((REPO / "examples" / "katib-experiment.yaml").read_text())
-    with experiment_cluster(muster_home) as (_up, client):
+    with cluster(muster_home, gpus=2) as (_up, client):
         result = client.apply([doc])
         assert result[0]["kind"] == "Experiment"
         assert any("medianstop" in w for w in result[0]["warnings"])
