@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,12 +12,13 @@ from typing import Any
 
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiError
-from muster.testing import wait_for
+from muster.testing import skip_or_fail, wait_for
 from muster.testing.up import MusterUp
 
 Obj = dict[str, Any]
 PYTHON = sys.executable
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 DDP_SCRIPT = str(HERE / "ddp_train.py")
 
 
@@ -167,3 +169,16 @@ def progress(home: Path, job: str, namespace: str = "default") -> list[Obj]:
 def pod_log(home: Path, pod: str, container: str = "main", namespace: str = "default") -> str:
     path = home / "logs" / namespace / pod / f"{container}.log"
     return path.read_text() if path.exists() else ""
+
+
+def run_examples_as_written(monkeypatch: Any) -> None:
+    """Set up for the examples' YAML, which runs ``python3 $(PWD)/examples/...`` and torch: the
+    server started here gets the repository as its directory and this interpreter first on
+    PATH (skips without torch)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        skip_or_fail("torch is not installed (pip install -e '.[torch]')")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PWD", str(REPO))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,12 @@ import pytest
 import yaml
 
 from muster.sdk.client import Client
-from muster.testing import skip_or_fail, wait_for
+from muster.testing import wait_for
 from muster.testing.up import MusterUp, run_cli
-from tests.e2e.jobs import PYTHON, cluster
+from tests.e2e.jobs import PYTHON, REPO, cluster, run_examples_as_written
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(Path(__file__).with_name("experiment_trainer.py"))
 Obj = dict[str, Any]
 
@@ -150,14 +148,7 @@ def test_a_killed_server_resumes_the_search_with_no_trial_lost_or_repeated(muste
 
 @pytest.fixture
 def _torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        skip_or_fail("torch is not installed (pip install -e '.[torch]')")
-    # The examples run `python3 $(PWD)/examples/...`: the server's directory and interpreter.
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("PWD", str(REPO))
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    run_examples_as_written(monkeypatch)
 
 
 @pytest.mark.usefixtures("_torch")
