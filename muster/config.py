@@ -34,6 +34,16 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL of the store; default sqlite:///$MUSTER_HOME/muster.db.",
     )
+    max_request_bytes: int = Field(
+        default=3 * 1024 * 1024,
+        gt=0,
+        description="Largest request body the API server reads (3 MiB, as kube-apiserver); larger is a 413.",
+    )
+    max_object_bytes: int = Field(
+        default=1536 * 1024,
+        gt=0,
+        description="Largest object the store keeps, as JSON (1.5 MiB, as etcd); a larger write is a 413.",
+    )
     # The server's defaults for `muster doctor` (None: the doctor's own, see docs/operations.md).
     doctor_idle_threshold: float | None = Field(
         default=None, description="Percent utilisation under which an allocated GPU counts as idle (5)."

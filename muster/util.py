@@ -1,5 +1,5 @@
 """Small runtime utilities the server, the CLI and the tests share: waiting on a condition with a
-deadline, and finding a free local port."""
+deadline, finding a free local port, and a byte count for people."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["free_port", "wait_for"]
+__all__ = ["free_port", "size_text", "wait_for"]
 
 T = TypeVar("T")
 
@@ -41,3 +41,12 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def size_text(n: int) -> str:
+    """A byte count for people, exact in brackets: ``3145728`` -> ``3 MiB (3145728 bytes)``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            amount = f"{n / size:.2f}".rstrip("0").rstrip(".")
+            return f"{amount} {unit} ({n} bytes)"
+    return f"{n} bytes"

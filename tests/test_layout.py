@@ -12,7 +12,7 @@ import pytest
 import muster
 
 ROOT = Path(muster.__file__).parent
-CAPABILITIES = ("scheduling", "trainingjob", "workflow", "pods", "nodes", "insight")
+CAPABILITIES = ("scheduling", "trainingjob", "workflow", "pods", "nodes", "insight", "serving")
 # The CLI verbs that run the control plane in their own process.
 IN_PROCESS_CLI = {"muster.cli.up", "muster.cli.demo", "muster.cli.demo_preempt"}
 

@@ -26,6 +26,8 @@ from muster.api.kinds import API_VERSION, GROUP
 
 __all__ = [
     "API_VERSION",
+    "DNS_LABEL_PATTERN",
+    "DNS_SUBDOMAIN_PATTERN",
     "GROUP",
     "Condition",
     "ForeignModel",
@@ -41,8 +43,11 @@ __all__ = [
 ]
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# As regular expressions both Python and JSON Schema (the OpenAPI document) read alike.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+_DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -53,7 +58,7 @@ def now_iso() -> str:
 
 def validate_dns_label(value: str) -> str:
     """Kubernetes DNS-1123 label: lower-case alphanumerics and '-', at most 63 characters."""
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 label: lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters"
@@ -63,7 +68,7 @@ def validate_dns_label(value: str) -> str:
 
 def validate_dns_subdomain(value: str) -> str:
     """Kubernetes DNS-1123 subdomain: labels joined by '.', at most 253 characters."""
-    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError(
             "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', "
             "starting and ending with a letter or digit, at most 253 characters"
@@ -75,12 +80,12 @@ def qualified_name_problem(name: str) -> str | None:
     """What is wrong with ``name`` as a Kubernetes qualified name (``[prefix/]name``, as label
     keys and resource names are), or None."""
     prefix, slash, base = name.rpartition("/")
-    if not base or len(base) > 63 or not _NAME_PART.match(base):
+    if not base or len(base) > 63 or not _NAME_PART.fullmatch(base):
         return (
             "the name part must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a "
             "letter or digit"
         )
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         return "the part before '/' must be a DNS subdomain such as example.com"
     return None
 
@@ -92,7 +97,7 @@ def validate_labels(labels: dict[str, str]) -> dict[str, str]:
         why = qualified_name_problem(key)
         if why:
             raise ValueError(f"label key {key!r} is invalid: {why}")
-        if value and (len(value) > 63 or not _NAME_PART.match(value)):
+        if value and (len(value) > 63 or not _NAME_PART.fullmatch(value)):
             raise ValueError(
                 f"label {key}={value!r} is invalid: a value is at most 63 letters, digits, '-', '_' or '.', "
                 "starting and ending with a letter or digit"
@@ -161,7 +166,15 @@ class OwnerReference(MusterModel):
 class ObjectMeta(MusterModel):
     """Standard object metadata. Server-set fields are ignored on create and kept on update."""
 
-    name: Annotated[str, Field(description="Unique name within the namespace (DNS-1123 subdomain).")]
+    # The pattern declares the rule in the OpenAPI document (empty: a PUT takes the name from its
+    # URL); the validator below checks it, with a message that says more than "does not match".
+    name: Annotated[
+        str,
+        Field(
+            description="Unique name within the namespace (DNS-1123 subdomain).",
+            json_schema_extra={"pattern": f"^({DNS_SUBDOMAIN_PATTERN[1:-1]})?$", "maxLength": 253},
+        ),
+    ]
     namespace: str | None = Field(
         default=None, description="Namespace of a namespaced object; 'default' when omitted."
     )

@@ -3,7 +3,9 @@ taints, tolerations and node affinity (all in their Kubernetes shapes).
 
 A quantity field accepts what Kubernetes accepts (``2``, ``"500m"``, ``"16Gi"``, a YAML
 number) and is stored in Kubernetes' canonical form, so the wire form of an object does not
-depend on how a user spelled a number.
+depend on how a user spelled a number. It must fit the scheduler's integer units
+(:func:`muster.api.quantity.units_problem`): whole units for any quantity, and thousandths for
+cpu and GPUs, which the models holding a resource list check with :func:`amount_errors`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import difflib
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 from muster.api.base import (
     MusterModel,
@@ -23,7 +25,7 @@ from muster.api.base import (
 )
 from muster.api.errors import FieldError, child_path
 from muster.api.labels import GPU, GPU_MEMORY
-from muster.api.quantity import Quantity, QuantityError
+from muster.api.quantity import QUANTITY_PATTERN, Quantity, QuantityError, units_problem
 
 __all__ = [
     "GPU",
@@ -42,10 +44,12 @@ __all__ = [
     "ObjectName",
     "PreferredSchedulingTerm",
     "QuantityStr",
+    "ResourceAmount",
     "ResourceList",
     "ResourceName",
     "Taint",
     "Toleration",
+    "amount_errors",
     "check_resource_name",
     "parse_resources",
     "unhonoured",
@@ -89,15 +93,30 @@ def _canonical(value: Any) -> str:
         raise ValueError(str(exc)) from None
 
 
+def _bounded(value: str) -> str:
+    why = units_problem(Quantity.parse(value))
+    if why:
+        raise ValueError(why)
+    return value
+
+
 def _non_negative(value: str) -> str:
     if Quantity.parse(value) < 0:
         raise ValueError(f"must not be negative, got {value!r}")
     return value
 
 
+# What the OpenAPI document declares for a quantity: a string in Kubernetes' form, or a number.
+QUANTITY_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "string", "pattern": QUANTITY_PATTERN}, {"type": "number"}]}
+)
+
 # A Kubernetes quantity such as 2, 500m or 16Gi, stored in canonical form.
-QuantityStr = Annotated[str, BeforeValidator(_canonical)]
+QuantityStr = Annotated[str, BeforeValidator(_canonical), AfterValidator(_bounded), QUANTITY_SCHEMA]
 NonNegativeQuantity = Annotated[QuantityStr, AfterValidator(_non_negative)]
+# An amount of a named resource: its bound depends on the resource's units, so the model that
+# holds it checks that with amount_errors (in its field_rules).
+ResourceAmount = Annotated[str, BeforeValidator(_canonical), AfterValidator(_non_negative), QUANTITY_SCHEMA]
 
 
 # -- resource names and lists ------------------------------------------------------------
@@ -130,7 +149,17 @@ def _resource_name(value: str) -> str:
 
 
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
-ResourceList = dict[ResourceName, NonNegativeQuantity]
+ResourceList = dict[ResourceName, ResourceAmount]
+
+
+def amount_errors(resources: dict[str, str], path: str) -> list[FieldError]:
+    """An error for each amount of ``resources`` (a validated ResourceList at ``path``) too large
+    for the scheduler in its resource's units (thousandths for cpu and GPUs)."""
+    return [
+        FieldError(child_path(path, name), why, value)
+        for name, value in resources.items()
+        if (why := units_problem(Quantity.parse(value), name))
+    ]
 
 
 def parse_resources(resources: dict[str, str]) -> dict[str, Quantity]:

@@ -59,6 +59,7 @@ KINDS: tuple[Kind, ...] = (
     _k("Experiment", "experiments", ("exp",), namespaced=True),
     _k("Trial", "trials", (), namespaced=True),
     _k("TrialMetrics", "trialmetrics", (), namespaced=True, status=False),
+    _k("InferenceService", "inferenceservices", ("isvc",), namespaced=True),
     _k("Workload", "workloads", ("wl",), namespaced=True),
     _k("Pod", "pods", ("po",), namespaced=True),
     _k("Event", "events", ("ev",), namespaced=True, status=False),

@@ -22,6 +22,10 @@ __all__ = [
     "REPLICA_INDEX_LABEL",
     "REPLICA_TYPE_LABEL",
     "RETRY_ANNOTATION",
+    "SERVING_PORT_ANNOTATION",
+    "SERVING_REPLICA_LABEL",
+    "SERVING_REVISION_LABEL",
+    "SERVING_SERVICE_LABEL",
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
     "TRIAL_LABEL",
@@ -75,6 +79,16 @@ RETRY_ANNOTATION = "muster.dev/retry"
 # The Experiment a Trial, its TrainingJob, its pods and its TrialMetrics belong to, and the Trial.
 EXPERIMENT_LABEL = "muster.dev/experiment"
 TRIAL_LABEL = "muster.dev/trial"
+
+
+# -- serving ---------------------------------------------------------------------------------
+
+# The InferenceService a replica's Workload and pod belong to, its revision and its name.
+SERVING_SERVICE_LABEL = "muster.dev/inferenceservice"
+SERVING_REVISION_LABEL = "muster.dev/serving-revision"
+SERVING_REPLICA_LABEL = "muster.dev/serving-replica"
+# The port a replica's server listens on (its $PORT; on the local runtime one per replica).
+SERVING_PORT_ANNOTATION = "muster.dev/serving-port"
 
 
 def pod_name(job: str, rtype: str, index: int) -> str:

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from muster.api.base import Condition, MusterModel, Object
 from muster.api.checks import duplicate_errors
-from muster.api.common import NonNegativeQuantity, ResourceList, Taint
+from muster.api.common import NonNegativeQuantity, ResourceList, Taint, amount_errors
 from muster.api.errors import FieldError, child_path
 
 __all__ = [
@@ -80,7 +80,11 @@ class NodeStatus(MusterModel):
 
     def field_rules(self, path: str) -> list[FieldError]:
         indices = [gpu.index for gpu in self.gpus]
-        return duplicate_errors(indices, child_path(path, "gpus"), "index", "duplicate GPU index")
+        errors = duplicate_errors(indices, child_path(path, "gpus"), "index", "duplicate GPU index")
+        lists = (("capacity", self.capacity), ("allocatable", self.allocatable))
+        for key, amounts in (*lists, ("usedByOthers", self.used_by_others)):
+            errors += amount_errors(amounts, child_path(path, key))
+        return errors
 
 
 class Node(Object):

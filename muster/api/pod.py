@@ -74,6 +74,11 @@ class PodStatus(MusterModel):
         default_factory=list, description="Per init container."
     )
     host_ip: str | None = Field(default=None, alias="hostIP", description="Address of its node.")
+    pod_ip: str | None = Field(
+        default=None,
+        alias="podIP",
+        description="Its own address (Kubernetes), or its node's where pods share the host's network.",
+    )
     handle: dict[str, Any] = Field(
         default_factory=dict,
         description="Runtime handle (e.g. pid and pgid) so a restarted server re-adopts the pod.",

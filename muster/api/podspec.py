@@ -23,6 +23,7 @@ from muster.api.common import (
     NonNegativeQuantity,
     ResourceList,
     Toleration,
+    amount_errors,
     unhonoured,
 )
 from muster.api.errors import FieldError, child_path
@@ -117,7 +118,10 @@ class ResourceRequirements(MusterModel):
         return self
 
     def field_rules(self, path: str) -> list[FieldError]:
-        errors: list[FieldError] = []
+        # A request copied from its limit is reported once, at the limit.
+        own = {k: v for k, v in self.requests.items() if self.limits.get(k) != v}
+        errors = amount_errors(self.limits, child_path(path, "limits"))
+        errors += amount_errors(own, child_path(path, "requests"))
         for kind in ("limits", "requests"):
             amounts: dict[str, str] = getattr(self, kind)
             # A request copied from its limit is reported once, at the limit.

@@ -5,8 +5,12 @@ family it was written in (binary SI ``Ki``, decimal SI ``k``/``m``, or decimal e
 ``e3``), so ``str(parse(s))`` gives Kubernetes' canonical form and round-trips exactly.
 
 The scheduler's hot path does not use this class: it converts requests once to integers
-with :func:`to_milli` (cpu, GPUs) or :func:`to_int` (bytes, counts), rounding up as
-Kubernetes' ``MilliValue`` and ``Value`` do.
+with :func:`to_units` -- :func:`to_milli` for cpu and GPUs, :func:`to_int` for bytes and
+counts, rounding up as Kubernetes' ``MilliValue`` and ``Value`` do. It holds them in 64-bit
+integers, so validation bounds every quantity to :data:`MAX_UNITS` of those units
+(:func:`units_problem`): a thousand of the largest still add up inside 64 bits, and every
+amount is exact as a JSON number in any client (2**53 bytes is 8Pi; 2**53 milli-CPU, about
+nine trillion cores).
 """
 
 from __future__ import annotations
@@ -18,15 +22,29 @@ from fractions import Fraction
 from functools import total_ordering
 
 __all__ = [
+    "MAX_UNITS",
+    "MILLI_RESOURCES",
+    "QUANTITY_PATTERN",
     "Format",
     "Quantity",
     "QuantityError",
     "amount_of",
     "fmt_amount",
+    "format_units",
     "parse_quantity",
     "to_int",
     "to_milli",
+    "to_units",
+    "units_problem",
 ]
+
+MAX_UNITS = 2**53
+MILLI_RESOURCES = frozenset({"cpu", "nvidia.com/gpu"})
+_BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage", "muster.dev/gpu-memory"})
+# Parsing is exact arithmetic: these keep a hostile quantity (1e999999999) from costing
+# minutes of CPU before the bound above could refuse it.
+_MAX_DIGITS = 64
+_MAX_EXPONENT = 64
 
 
 class QuantityError(ValueError):
@@ -45,10 +63,13 @@ _DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL.items()}
 _BINARY_BY_POW = {v: k for k, v in _BINARY.items()}
 
 # sign, digits with an optional fraction, then a suffix: binary SI, decimal SI or an exponent.
-_RE = re.compile(
-    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+_RE_TEXT = (
+    r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
 )
+_RE = re.compile(_RE_TEXT)
+# The same, for JSON Schema (which has no named groups): the form the OpenAPI document declares.
+QUANTITY_PATTERN = re.sub(r"\?P<\w+>", "", _RE_TEXT)
 
 _HINT = "expected a Kubernetes quantity such as 500m, 2, 1.5, 16Gi, 512Mi, 1k or 1e3"
 
@@ -81,10 +102,17 @@ class Quantity:
             return cls(Fraction(repr(text)), Format.DECIMAL_SI)
         if not isinstance(text, str):
             raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
-        s = text.strip()
-        m = _RE.match(s)
+        m = _RE.fullmatch(text)  # no surrounding spaces, as Kubernetes
         if not m:
             raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
+        if len(m.group("num")) > _MAX_DIGITS:
+            raise QuantityError(f"{_clip(text)} is not a quantity: more than {_MAX_DIGITS} digits")
+        exponent = (m.group("exp") or "e0")[1:].lstrip("+-").lstrip("0") or "0"
+        if len(exponent) > 2 or int(exponent) > _MAX_EXPONENT:
+            raise QuantityError(
+                f"{_clip(text)} is not a quantity: the exponent must be between -{_MAX_EXPONENT} and "
+                f"{_MAX_EXPONENT}"
+            )
         value = Fraction(m.group("num"))
         if m.group("sign") == "-":
             value = -value
@@ -174,6 +202,37 @@ def to_milli(text: str | int | float | Quantity) -> int:
 def to_int(text: str | int | float | Quantity) -> int:
     """Parse and return the value rounded up to an integer (``16Gi`` -> 17179869184)."""
     return Quantity.parse(text).as_int()
+
+
+def to_units(resource: str, quantity: str | int | float | Quantity) -> int:
+    """A quantity of ``resource`` in the scheduler's integer units: thousandths for cpu and
+    GPUs, whole units (bytes, counts) for everything else."""
+    return to_milli(quantity) if resource in MILLI_RESOURCES else to_int(quantity)
+
+
+def format_units(resource: str, value: int) -> str:
+    """The inverse of :func:`to_units` for messages: ``format_units("cpu", 1500) == "1500m"``."""
+    if resource in MILLI_RESOURCES:
+        if value % 1000 == 0:
+            return str(value // 1000)
+        return str(Quantity(Fraction(value, 1000)))
+    fmt = Format.BINARY_SI if resource in _BINARY_RESOURCES else Format.DECIMAL_SI
+    return str(Quantity(value, fmt))
+
+
+def units_problem(quantity: Quantity, resource: str | None = None) -> str | None:
+    """Why ``quantity`` is too large for the scheduler, or None: more than :data:`MAX_UNITS`
+    units of ``resource`` (whole units when the resource is not known)."""
+    units = to_units(resource or "", quantity)
+    if abs(units) <= MAX_UNITS:
+        return None
+    largest = format_units(resource or "", MAX_UNITS)
+    return f"must be at most {largest} (the largest amount the scheduler counts)"
+
+
+def _clip(text: object) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _coerce(other: object) -> Quantity | None:

@@ -20,12 +20,13 @@ from muster.api.common import (
     NonNegativeQuantity,
     ObjectName,
     QuantityStr,
+    ResourceAmount,
     ResourceName,
     Taint,
     Toleration,
 )
 from muster.api.errors import FieldError, child_path
-from muster.api.quantity import Quantity
+from muster.api.quantity import Quantity, units_problem
 
 __all__ = [
     "BorrowWithinCohort",
@@ -117,17 +118,26 @@ class Topology(Object):
 
 class ResourceQuota(MusterModel):
     name: ResourceName = Field(description="Resource name, e.g. nvidia.com/gpu.")
-    nominal_quota: NonNegativeQuantity = Field(description="Quantity this queue may always use.")
-    borrowing_limit: NonNegativeQuantity | None = Field(
+    nominal_quota: ResourceAmount = Field(description="Quantity this queue may always use.")
+    borrowing_limit: ResourceAmount | None = Field(
         default=None,
         description="Most this queue may use above nominal, borrowed from its cohort; unset means no "
         "limit. Only with a cohort.",
     )
-    lending_limit: NonNegativeQuantity | None = Field(
+    lending_limit: ResourceAmount | None = Field(
         default=None,
         description="Most of its unused nominal quota this queue lends to its cohort; unset lends all. "
         "Only with a cohort.",
     )
+
+    def field_rules(self, path: str) -> list[FieldError]:
+        amounts = {"nominalQuota": self.nominal_quota, "borrowingLimit": self.borrowing_limit}
+        amounts["lendingLimit"] = self.lending_limit
+        return [
+            FieldError(child_path(path, key), why, value)
+            for key, value in amounts.items()
+            if value is not None and (why := units_problem(Quantity.parse(value), self.name))
+        ]
 
 
 class FlavorQuotas(MusterModel):

@@ -26,11 +26,13 @@ from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, f
 from muster.api.event import Event
 from muster.api.experiment import Experiment
 from muster.api.kinds import Kind, UnknownKind
+from muster.api.limits import document_errors
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
 from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
+from muster.api.serving import InferenceService
 from muster.api.trainingjob import TrainingJob
 from muster.api.trial import Trial, TrialMetrics
 from muster.api.workflow import Workflow
@@ -72,6 +74,7 @@ _MODELS: dict[str, type[Object]] = {
         Experiment,
         Trial,
         TrialMetrics,
+        InferenceService,
         Workload,
         Pod,
         Event,
@@ -108,6 +111,9 @@ def validate(doc: Mapping[str, Any], *, keep_status: bool = False) -> Validated:
         raise InvalidObject(
             [FieldError("", "a document must be a mapping with apiVersion and kind", type(doc).__name__)]
         )
+    problems = document_errors(dict(doc))
+    if problems:
+        raise InvalidObject(problems, str(doc.get("kind", "")), _name_of(doc))
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     missing = [
         FieldError(key, "required field is missing", hint=_supported_hint())
@@ -155,11 +161,16 @@ def _validate_native(
     # A native document is checked strictly; a converted one (conversion.doc set) leniently.
     lenient = conversion.doc is not None
     data = copy.deepcopy(doc)
-    if not keep_status:
+    # A native status is validated, then dropped below: the server ignores it, but an object
+    # that breaks its kind's schema is refused whole (the OpenAPI document declares status too).
+    drop_status = not keep_status and info.has_status and not lenient
+    if not keep_status and not drop_status:
         data.pop("status", None)
     _default_namespace(data, info)
     name = _name_of(data)
     model = _model_validate(info, data, conversion, lenient, name)
+    if drop_status:
+        model.status = None  # type: ignore[attr-defined]
     errors, warnings = check(model)
     if errors:
         raise InvalidObject(_foreign(errors, conversion), info.kind, name)
@@ -181,12 +192,15 @@ def _validate_native(
 def _model_validate(
     info: KindInfo, data: dict[str, Any], conversion: Conversion, lenient: bool, name: str
 ) -> Object:
+    # A native document is validated strictly, as kube-apiserver reads JSON: "2" is not an
+    # integer and 1 is not a string (quantities, durations and nprocPerNode declare both forms).
     # Converted documents are validated leniently: an unknown field is moved out of the
     # document into ``conversion.kept`` and validation repeats (a field can only be found
-    # unknown once its parent is known, hence the loop).
+    # unknown once its parent is known, hence the loop); a value converted to the field's type
+    # is a warning.
     for _ in range(16):
         try:
-            return info.model.model_validate(data)
+            model = info.model.model_validate(data, strict=not lenient)
         except ValidationError as exc:
             unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
             if not lenient or not unknown:
@@ -195,7 +209,34 @@ def _model_validate(
                 ) from None
             for loc in unknown:
                 conversion.keep(conversion.foreign_path(format_path(loc)), _pop(data, loc))
+            continue
+        if lenient:
+            conversion.warnings += _coercions(info, data, conversion)
+        return model
     raise InvalidObject([FieldError("", "too many unknown fields")], info.kind, name)
+
+
+def _coercions(info: KindInfo, data: dict[str, Any], conversion: Conversion) -> list[FieldError]:
+    """A warning per value the lenient validation converted (every error strict validation
+    finds in a document the lenient one accepted is one)."""
+    try:
+        info.model.model_validate(data, strict=True)
+    except ValidationError as exc:
+        return [
+            FieldError(
+                conversion.foreign_path(e.path),
+                f"converted to {_kind_of(e.rule)}: write it as {_kind_of(e.rule)} "
+                f"({API_VERSION} kinds refuse the conversion)",
+                e.got,
+            )
+            for e in errors_from_pydantic(exc)
+        ]
+    return []
+
+
+def _kind_of(rule: str) -> str:
+    # "must be an integer" -> "an integer"; "must be true or false" -> "true or false"
+    return rule.removeprefix("must be ")
 
 
 def _pop(data: Any, loc: tuple[str | int, ...]) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from muster.api.base import Condition, MusterModel, Object
 from muster.api.common import ObjectName
@@ -54,12 +54,24 @@ def _nproc(value: object) -> object:
 
 
 def _nproc_rule(value: str) -> str:
-    if value in ("auto", "cpu", "gpu") or (re.fullmatch(r"[1-9]\d*", value) is not None):
+    if value in ("auto", "cpu", "gpu") or (re.fullmatch(r"[1-9][0-9]*", value) is not None):
         return value
     raise ValueError(f"must be auto, cpu, gpu or a positive integer, got {value!r}")
 
 
-NprocPerNode = Annotated[str, BeforeValidator(_nproc), AfterValidator(_nproc_rule)]
+NprocPerNode = Annotated[
+    str,
+    BeforeValidator(_nproc),
+    AfterValidator(_nproc_rule),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": "^(auto|cpu|gpu|[1-9][0-9]*)$"},
+                {"type": "integer", "minimum": 1},
+            ]
+        }
+    ),
+]
 
 
 class ReplicaSpec(MusterModel):

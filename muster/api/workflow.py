@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from muster.api.base import Condition, MusterModel, Object
 from muster.api.checks import duplicate_errors
@@ -43,8 +43,8 @@ __all__ = [
 
 TASK_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Skipped", "Cached", "Omitted", "Error")
 
-_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -52,14 +52,25 @@ def _duration(value: object) -> object:
     # Argo accepts seconds as a number or a string of digits; Go durations otherwise.
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return f"{value}s"
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         return f"{value}s"
-    if isinstance(value, str) and _DURATION.match(value):
+    if isinstance(value, str) and _DURATION.fullmatch(value):
         return value
     raise ValueError(f"{value!r} is not a duration: use seconds (30) or a duration such as 90s, 5m, 1h30m")
 
 
-Duration = Annotated[str, BeforeValidator(_duration)]
+Duration = Annotated[
+    str,
+    BeforeValidator(_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"},
+                {"type": "integer", "minimum": 0},
+            ]
+        }
+    ),
+]
 
 
 def parse_duration(text: str) -> float:

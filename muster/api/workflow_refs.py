@@ -43,7 +43,7 @@ def reference_rules(
                 if why:
                     errors.append(FieldError(where, why))
         for a, artifact in enumerate(task.inputs.artifacts):
-            if not _ARTIFACT_SOURCE.match(artifact.from_):
+            if not _ARTIFACT_SOURCE.fullmatch(artifact.from_):
                 errors.append(
                     FieldError(
                         child_path(tpath, "inputs", "artifacts", a, "from"),

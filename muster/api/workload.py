@@ -14,7 +14,16 @@ from pydantic import Field
 
 from muster.api.base import Condition, MusterModel, Object
 from muster.api.checks import duplicate_errors
-from muster.api.common import GPU, Affinity, DNSLabel, Labels, ObjectName, ResourceList, Toleration
+from muster.api.common import (
+    GPU,
+    Affinity,
+    DNSLabel,
+    Labels,
+    ObjectName,
+    ResourceList,
+    Toleration,
+    amount_errors,
+)
 from muster.api.errors import FieldError, child_path
 from muster.api.quantity import Quantity
 from muster.api.resources import check_gpu_quantity
@@ -96,7 +105,7 @@ class PodSet(MusterModel):
             why = check_gpu_quantity(Quantity.parse(self.requests[GPU]))
             if why:
                 errors.append(FieldError(child_path(path, "requests", GPU), why))
-        return errors
+        return errors + amount_errors(self.requests, child_path(path, "requests"))
 
 
 class WorkloadSpec(MusterModel):
@@ -130,6 +139,9 @@ class PodSetAssignment(MusterModel):
     pods: list[PodPlacement] = Field(
         default_factory=list, description="One entry per pod, in pod index order."
     )
+
+    def field_rules(self, path: str) -> list[FieldError]:
+        return amount_errors(self.resource_usage, child_path(path, "resourceUsage"))
 
 
 class Admission(MusterModel):

@@ -16,7 +16,9 @@ from typing import Any, Literal
 
 __all__ = ["COLUMNS", "Column", "age", "columns_for", "evaluate", "row"]
 
-Format = Literal["text", "age", "sum", "count", "state", "ref", "map", "unique", "pairs", "number"]
+Format = Literal[
+    "text", "age", "sum", "count", "state", "ref", "map", "unique", "pairs", "number", "replicas", "traffic"
+]
 NONE = "<none>"
 
 
@@ -101,6 +103,18 @@ COLUMNS: dict[str, list[Column]] = {
         Column("GPUS", "spec.gpus.*"),
         Column("RESTARTS", "status.containerStatuses.*.restartCount", "sum"),
         AGE,
+    ],
+    "InferenceService": [
+        NAME,
+        Column("URL", "status.url"),
+        Column("MODELS", "status.modelNames.*"),
+        Column("READY", "status.conditions[type=Ready].status"),
+        Column("REPLICAS", "status", "replicas"),
+        Column("TRAFFIC", "status.traffic", "traffic"),
+        AGE,
+        Column("REVISION", "status.latestCreatedRevision", wide=True),
+        Column("ROLLED-OUT", "status.latestRolledoutRevision", wide=True),
+        Column("REASON", "status.conditions[type=Ready].reason", wide=True),
     ],
     "Workflow": [
         NAME,
@@ -274,6 +288,21 @@ def _number(values: list[Any], _now: datetime) -> str:
     return ",".join(f"{v:.6g}" for v in numbers) if numbers else NONE
 
 
+def _replicas(values: list[Any], _now: datetime) -> str:
+    """``ready/desired`` of an InferenceService's status."""
+    status = values[0] if values and isinstance(values[0], dict) else {}
+    return f"{status.get('readyReplicas', 0)}/{status.get('desiredReplicas', 0)}"
+
+
+def _traffic(values: list[Any], _now: datetime) -> str:
+    """``rev-00002=20%,rev-00001=80%`` of a traffic split."""
+    targets = values[0] if values and isinstance(values[0], list) else []
+    return (
+        ",".join(f"{t.get('revisionName')}={t.get('percent')}%" for t in targets if isinstance(t, dict))
+        or NONE
+    )
+
+
 def _age(values: list[Any], now: datetime) -> str:
     return age(values[0] if values else None, now)
 
@@ -295,4 +324,6 @@ _FORMATS: dict[str, Callable[[list[Any], datetime], str]] = {
     "unique": _unique,
     "pairs": _pairs,
     "number": _number,
+    "replicas": _replicas,
+    "traffic": _traffic,
 }

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["up"]
 
 DEFAULT_PORT = 7070
+DEFAULT_GATEWAY_PORT = 7071
 # The scheduler's placement policies (muster.scheduler.PLACEMENT_POLICIES), listed here so the
 # help text does not import the scheduler (and NumPy) for every command.
 _PLACEMENTS = ("binpack", "spread", "bestfit", "dotprod", "gpu-packing", "gpu-clustering", "fgd", "random")
@@ -112,6 +113,21 @@ def up(
         str,
         typer.Option("--placement", help=f"Placement policy of the scheduler: {', '.join(_PLACEMENTS)}."),
     ] = "binpack",
+    gateway_port: Annotated[
+        int,
+        typer.Option(
+            "--gateway-port",
+            min=0,
+            max=65535,
+            help="Port of the serving gateway (the OpenAI API of InferenceServices); 0 turns it off.",
+        ),
+    ] = DEFAULT_GATEWAY_PORT,
+    gateway_host: Annotated[
+        str | None,
+        typer.Option(
+            "--gateway-host", help="Address the gateway binds (default: --host).", show_default=False
+        ),
+    ] = None,
     gang_timeout: Annotated[
         float,
         typer.Option(
@@ -128,7 +144,7 @@ def up(
 
     from muster.server import create_app
     from muster.server.auth import load_or_create_credentials
-    from muster.server.hooks import server_hooks
+    from muster.server.hooks import GatewayConfig, server_hooks
     from muster.store import StoreError, open_store
 
     s = settings(home=home, store=store)
@@ -136,9 +152,13 @@ def up(
     manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout, cluster)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
+    gateway = None
+    if manager is not None and gateway_port:
+        gateway = GatewayConfig(host=gateway_host or host, port=gateway_port)
+        _check_port(gateway.host, gateway.port)
     creds = load_or_create_credentials(s.credentials_path)
     try:
-        opened = open_store(s.store_url)
+        opened = open_store(s.store_url, max_object_bytes=s.max_object_bytes)
     except (StoreError, ValueError) as exc:
         fail(
             f"cannot open the store {_redacted(s.store_url)}: {exc}",
@@ -151,13 +171,23 @@ def up(
         err_console.print(
             f"warning: listening on {host}: the API is reachable from the network (token required)"
         )
+    serving = ""
+    if gateway is not None:
+        where = f"http://{_url_host(gateway.host)}:{gateway.port}/v1"
+        serving = f"\n  gateway: {where} (the OpenAI API of InferenceServices)"
     err_console.print(
         f"Muster {__version__} at {url}\n  store: {_redacted(s.store_url)}\n"
         f"  token: {s.credentials_path} (export MUSTER_TOKEN=... to use it elsewhere)\n"
-        f"  dashboard: {url}/ (sign in with the token)",
+        f"  dashboard: {url}/ (sign in with the token){serving}",
         markup=False,
     )
-    application = create_app(opened, [creds.token], hooks=server_hooks(manager), home=s.home)
+    application = create_app(
+        opened,
+        [creds.token],
+        hooks=server_hooks(manager, gateway),
+        home=s.home,
+        max_request_bytes=s.max_request_bytes,
+    )
     config = uvicorn.Config(
         application,
         host=host,

@@ -38,13 +38,20 @@ _STYLES = {
     "Evicting": "magenta",
     "Preempted": "magenta",
     "Suspended": "magenta",
+    "Ready": "green",
+    "ScaledToZero": "green",
+    "NotReady": "yellow",
 }
 
 
 @app.command()
 def why(
     target: Annotated[
-        str, typer.Argument(help="job/NAME, trainingjob/NAME, workload/NAME, pod/NAME or experiment/NAME.")
+        str,
+        typer.Argument(
+            help="job/NAME, trainingjob/NAME, workload/NAME, pod/NAME, experiment/NAME or "
+            "inferenceservice/NAME (isvc/NAME)."
+        ),
     ],
     namespace: NamespaceOpt = "default",
     output: Annotated[
@@ -55,9 +62,12 @@ def why(
     token: TokenOpt = None,
 ) -> None:
     """Explain why a job waits, failed, was preempted, or where it runs; for an experiment, how
-    many trials run, wait (and why) or were stopped, and the best one."""
+    many trials run, wait (and why) or were stopped, and the best one; or why a served model
+    has the replicas it has."""
     with handle_errors():
-        kind, name = resolve_target(target, ("TrainingJob", "Workload", "Pod", "Experiment"))
+        kind, name = resolve_target(
+            target, ("TrainingJob", "Workload", "Pod", "Experiment", "InferenceService")
+        )
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
         if output in (Output.json, Output.yaml):
@@ -84,6 +94,8 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
         print_field("Reason", ex["reason"])
     if ex.get("message"):
         print_field("Message", ex["message"])
+    if ex.get("serving"):
+        _serving(ex["serving"])
     q = ex.get("queue")
     if q and q.get("clusterQueue"):
         text = f"LocalQueue {q['localQueue']} -> ClusterQueue {q['clusterQueue']}"
@@ -176,6 +188,48 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if ex.get("events"):
         print_heading("Recent events")
         print_events(ex["events"], now)
+
+
+def _serving(serving: dict[str, Any]) -> None:
+    if serving.get("url"):
+        print_field("URL", f"{serving['url']}/v1 (models: {', '.join(serving.get('models') or [])})")
+    print_heading("Revisions (what the autoscaler saw and decided)")
+    print_rows(
+        ["REVISION", "TRAFFIC", "DESIRED", "READY", "MODE", "STABLE", "PANIC", "WHY"],
+        [
+            [
+                r["name"],
+                f"{r['trafficPercent']}%",
+                str(r["desiredReplicas"]),
+                str(r["readyReplicas"]),
+                ("panic" if r["autoscaler"].get("panicking") else "stable") if r["autoscaler"] else "",
+                str(r["autoscaler"].get("stable", "")),
+                str(r["autoscaler"].get("panic", "")),
+                r["autoscaler"].get("reason", ""),
+            ]
+            for r in serving.get("revisions") or []
+        ],
+        indent="  ",
+    )
+    if serving.get("replicas"):
+        print_heading("Replicas")
+        print_rows(
+            ["REPLICA", "REVISION", "STATE", "NODE", "GPUS", "ADDRESS", "RESTARTS", "MESSAGE"],
+            [
+                [
+                    r["name"],
+                    r["revision"],
+                    r["state"],
+                    r.get("node") or "",
+                    ",".join(str(g) for g in r.get("gpus") or []),
+                    r.get("address") or "",
+                    str(r.get("restarts") or 0),
+                    r.get("message") or "",
+                ]
+                for r in serving["replicas"]
+            ],
+            indent="  ",
+        )
 
 
 def _failure(failure: dict[str, Any]) -> None:

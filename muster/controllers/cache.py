@@ -35,6 +35,7 @@ WATCHED_KINDS = (
     "PriorityClass",
     "TrainingJob",
     "Workflow",
+    "InferenceService",
     "Workload",
     "Pod",
     "Experiment",

@@ -9,7 +9,8 @@ One thread drives, in order, on every pass:
    and TrainingJobs for their tasks), then the Experiment controller, for the experiments
    whose trials, jobs or pods changed or whose metrics are due a look (it creates Trials
    and their TrainingJobs);
-5. the TrainingJob controller, for the jobs whose objects changed;
+5. the TrainingJob controller, for the jobs whose objects changed, and the InferenceService
+   controller, for the services whose objects changed (or whose gateway asked for a look);
 6. the Workload controller (the eviction handshake);
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
    workflows it admitted are reconciled at once, so their pods are created in the same pass;
@@ -39,7 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from muster.api.labels import EXPERIMENT_LABEL, JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
+from muster.api.labels import (
+    EXPERIMENT_LABEL,
+    JOB_NAME_LABEL,
+    SERVING_SERVICE_LABEL,
+    WORKFLOW_LABEL,
+    WORKLOAD_LABEL,
+)
 from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
@@ -53,6 +60,7 @@ from muster.controllers.pods.executor import PodExecutor
 from muster.controllers.pods.gc import collect_garbage
 from muster.controllers.scheduling.loop import SchedulerLoop
 from muster.controllers.scheduling.workloads import WorkloadController
+from muster.controllers.serving.controller import ServingController
 from muster.controllers.trainingjob.controller import TrainingJobController
 from muster.controllers.workflow.controller import WorkflowController
 from muster.runtime.base import (
@@ -161,6 +169,7 @@ class Manager:
         self.experiments = ExperimentController(
             self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
         )
+        self.serving = ServingController(self.ctx, native_pods=isinstance(self.runtime, SupportsNativePods))
         self.workloads = WorkloadController(self.ctx)
         self.scheduler = SchedulerLoop(
             self.ctx,
@@ -295,7 +304,7 @@ class Manager:
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
-            k[0] in ("TrainingJob", "Workload", "Workflow", "Experiment", "Trial")
+            k[0] in ("TrainingJob", "Workload", "Workflow", "Experiment", "Trial", "InferenceService")
             and ctx.cache.get(k[0], k[2], k[1] or None) is None
             for k in changed
         ):
@@ -330,11 +339,21 @@ class Manager:
                 for j in ctx.cache.list("TrainingJob")
             }
         self._reconcile_jobs(jobs)
+        services = _owners_of(changed, "InferenceService", SERVING_SERVICE_LABEL)
+        if full:
+            services |= {
+                (s["metadata"].get("namespace") or "", s["metadata"]["name"])
+                for s in ctx.cache.list("InferenceService")
+            }
+        self.serving.created = 0
+        self._reconcile_services(services)
         self._reconcile_workloads(changed, full)
-        if self._scheduling_needed(changed, full):
+        # a replica created this pass (a scale-up from zero waits on it) is placed in this pass too
+        if self._scheduling_needed(changed, full) or self.serving.created:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
+            self._reconcile_services(_owners_of(admitted, "InferenceService", SERVING_SERVICE_LABEL))
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:
@@ -345,6 +364,14 @@ class Manager:
             job = self.ctx.cache.get("TrainingJob", name, ns or None)
             if job is not None:
                 self.jobs.reconcile(job)
+
+    def _reconcile_services(self, services: set[tuple[str, str]]) -> None:
+        for ns, name in sorted(services):
+            isvc = self.ctx.cache.get("InferenceService", name, ns or None)
+            if isvc is None:
+                self.serving.forget(ns or "default", name)
+            else:
+                self.serving.reconcile(isvc)
 
     def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
         self._reconcile_each("Workflow", flows, self.workflows.reconcile)

@@ -382,6 +382,10 @@ class PodStatusChange:
     """A pod's new phase as the runtime observed it. Wire: ``status {phase, reason, message,
     startTime, containerStatuses}``.
 
+    ``pod_ip`` is the pod's own address where the runtime gives pods one (Kubernetes' podIP;
+    wire ``status.podIP``); None where pods share their node's network (the node's address is
+    theirs).
+
     ``reason`` is set exactly when the phase is final. Precedence when containers differ:
     a stop reason (the caller's), then OOMKilled, NodeLost, Error, Completed; ``message`` and
     ``exit_code`` are those of the first container with that reason.
@@ -395,6 +399,7 @@ class PodStatusChange:
     containers: tuple[ContainerStatus, ...] = ()
     started_at: str | None = None
     finished_at: str | None = None
+    pod_ip: str | None = None
 
     @property
     def final(self) -> bool:

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from muster.api.quantity import Format, Quantity, to_int, to_milli
+# The units are muster.api's, whose validation bounds every quantity to what they can hold.
+from muster.api.quantity import format_units, to_units
 
 if TYPE_CHECKING:
     from muster.scheduler.nodes import NodeTable
@@ -63,27 +63,9 @@ MEMORY = "memory"
 GPU = "nvidia.com/gpu"
 GPU_MILLI = 1000  # one whole GPU in milli-GPU
 
-_MILLI_RESOURCES = frozenset({CPU, GPU})
-_BINARY_RESOURCES = frozenset({MEMORY, "ephemeral-storage", "muster.dev/gpu-memory"})
-
 
 class SnapshotError(ValueError):
     """The snapshot contradicts itself (an unknown flavor or cohort, a cohort cycle)."""
-
-
-def to_units(resource: str, quantity: str | int | float | Quantity) -> int:
-    """Convert a Kubernetes quantity of ``resource`` to the scheduler's integer units."""
-    return to_milli(quantity) if resource in _MILLI_RESOURCES else to_int(quantity)
-
-
-def format_units(resource: str, value: int) -> str:
-    """The inverse of :func:`to_units` for messages: ``format_units("cpu", 1500) == "1500m"``."""
-    if resource in _MILLI_RESOURCES:
-        if value % 1000 == 0:
-            return str(value // 1000)
-        return str(Quantity(Fraction(value, 1000)))
-    fmt = Format.BINARY_SI if resource in _BINARY_RESOURCES else Format.DECIMAL_SI
-    return str(Quantity(value, fmt))
 
 
 def _quota_requests(requests: dict[str, int], gpus: int, gpu_milli: int) -> dict[str, int]:

@@ -20,7 +20,9 @@ __all__ = [
     "Invalid",
     "ObjectAlreadyExists",
     "ObjectConflict",
+    "RequestTooLarge",
     "ResourceExpired",
+    "ResourceVersionTooLarge",
     "Unauthorized",
     "error_from_response",
 ]
@@ -80,6 +82,15 @@ class ResourceExpired(ApiError, TooOld):
     """410: a watch's resourceVersion was compacted; list again and watch from there."""
 
 
+class ResourceVersionTooLarge(BadRequest):
+    """400: a watch or list from a revision the server has not reached; list again."""
+
+
+class RequestTooLarge(ApiError):
+    """413: the request body or the object it would store is over the server's limit (the
+    message names it)."""
+
+
 _BY_REASON: dict[str, type[ApiError]] = {
     "NotFound": ApiNotFound,
     "AlreadyExists": ObjectAlreadyExists,
@@ -88,6 +99,8 @@ _BY_REASON: dict[str, type[ApiError]] = {
     "Invalid": Invalid,
     "Unauthorized": Unauthorized,
     "BadRequest": BadRequest,
+    "ResourceVersionTooLarge": ResourceVersionTooLarge,
+    "RequestEntityTooLarge": RequestTooLarge,
 }
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from muster import __version__
 from muster.api import registry
@@ -26,7 +26,9 @@ from muster.config import settings
 from muster.server.auth import BearerAuth, TokenSet
 from muster.server.dashboard import install_dashboard
 from muster.server.errors import install_error_handlers
+from muster.server.limits import BodyLimit
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
+from muster.server.negotiation import check_request
 from muster.server.routes import actions, apply, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
@@ -62,11 +64,16 @@ class Hook:
 
 
 def create_app(
-    store: Store, tokens: Collection[str], hooks: Sequence[Hook] = (), home: Path | None = None
+    store: Store,
+    tokens: Collection[str],
+    hooks: Sequence[Hook] = (),
+    home: Path | None = None,
+    max_request_bytes: int | None = None,
 ) -> FastAPI:
     """The API server over ``store``; requests must carry one of ``tokens``. ``home`` is the
     ``MUSTER_HOME`` whose pod logs it serves until a runtime registers itself (default: the
-    settings' home)."""
+    settings' home); ``max_request_bytes`` the largest request body it reads (default: the
+    settings', 3 MiB)."""
     metrics = ServerMetrics(store)
     token_set = TokenSet(tokens)
 
@@ -97,6 +104,10 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # a browser cannot send the bearer token the docs page would need
         redoc_url=None,
+        dependencies=[Depends(check_request)],  # 400 (unknown query), 406, 415 before any route acts
+        # One schema per model, as validated: the serialization one of a kind is empty (its
+        # serializer is a function), which left the OpenAPI document without the kinds' fields.
+        separate_input_output_schemas=False,
     )
     app.state.store = store
     app.state.objects = ObjectService(store)
@@ -106,6 +117,7 @@ def create_app(
     app.state.log_source = None  # muster.server.logs.use_log_source
     app.state.tokens = token_set  # the dashboard's sign-in checks a token against the same set
     app.state.manager = None  # muster.server.views.use_manager
+    app.state.gateway = None  # the serving gateway of muster.server.hooks, when it runs
     install_error_handlers(app)
     app.include_router(system.router)
     app.include_router(apply.router)
@@ -116,7 +128,9 @@ def create_app(
     for info in registry.kinds():
         app.include_router(kind_router(info))
     install_dashboard(app)
-    # Outermost first: metrics see every request, including the ones auth turns away.
+    # Outermost first: metrics see every request, including the ones auth turns away; the body
+    # limit counts only what an authenticated client sends.
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes or settings().max_request_bytes)
     app.add_middleware(BearerAuth, tokens=token_set)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

@@ -62,7 +62,7 @@ def embedded_control_plane(home: Path, fake_gpus: str | None = None) -> Iterator
     s = settings(home=home)
     s.home.mkdir(parents=True, exist_ok=True)
     creds = load_or_create_credentials(s.credentials_path)
-    store = open_store(s.store_url)
+    store = open_store(s.store_url, max_object_bytes=s.max_object_bytes)
     try:
         hooks = server_hooks(ManagerConfig(fake_gpus=fake_gpus, home=s.home))
         with serve_in_thread(store, [creds.token], hooks) as url:

@@ -5,12 +5,13 @@
 ``errors`` lists FieldError dicts (``path``, ``rule``, ``got``, ``hint``; ``document`` for a
 multi-document apply) when the request broke field rules. This module maps the exceptions
 of the layers below to that shape and status code, so routes never build error responses.
+A 405 carries ``Allow`` with every method the path serves (RFC 9110 §15.5.6).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,11 +19,21 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match, Mount
 
+from muster.api.base import validate_dns_label, validate_dns_subdomain
 from muster.api.errors import FieldError, InvalidObject
 from muster.api.registry import UnknownKind
 from muster.server.encoding import json_response
-from muster.store import AlreadyExists, Conflict, InvalidSelector, NotFound, StoreError, TooOld
+from muster.store import (
+    AlreadyExists,
+    Conflict,
+    InvalidSelector,
+    NotFound,
+    StoreError,
+    TooLarge,
+    TooOld,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -41,8 +52,11 @@ _REASONS = {
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
+    406: "NotAcceptable",
     409: "Conflict",
     410: "Expired",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
     422: "Invalid",
     500: "InternalError",
     503: "ServiceUnavailable",
@@ -82,13 +96,19 @@ class ApiError(Exception):
     """An error a service raises with its HTTP status; ``errors`` are field-level details."""
 
     def __init__(
-        self, code: int, message: str, reason: str | None = None, errors: Sequence[dict[str, Any]] = ()
+        self,
+        code: int,
+        message: str,
+        reason: str | None = None,
+        errors: Sequence[dict[str, Any]] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or _REASONS.get(code, "Error")
         self.errors = list(errors)
+        self.headers = dict(headers) if headers else None
 
 
 def error_body(
@@ -101,10 +121,15 @@ def error_body(
 
 
 def error_response(
-    code: int, message: str, reason: str | None = None, errors: Sequence[dict] = ()
+    code: int,
+    message: str,
+    reason: str | None = None,
+    errors: Sequence[dict] = (),
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
-    return json_response(error_body(code, message, reason, errors), status_code=code, headers=headers)
+    extra = {"WWW-Authenticate": "Bearer"} if code == 401 else {}
+    extra.update(headers or {})
+    return json_response(error_body(code, message, reason, errors), status_code=code, headers=extra or None)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -120,6 +145,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AlreadyExists, handler(409, "AlreadyExists"))
     app.add_exception_handler(Conflict, handler(409))
     app.add_exception_handler(TooOld, handler(410))
+    app.add_exception_handler(TooLarge, _too_large)
     app.add_exception_handler(InvalidSelector, handler(400))
     app.add_exception_handler(UnknownKind, handler(404))
     app.add_exception_handler(StoreError, handler(500))
@@ -132,7 +158,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _api_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.code, exc.message, exc.reason, exc.errors)
+    return error_response(exc.code, exc.message, exc.reason, exc.errors, exc.headers)
+
+
+async def _too_large(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TooLarge)
+    rule = {"path": "", "rule": f"an object must be at most {exc.limit} bytes as JSON", "got": exc.size}
+    return error_response(413, str(exc), "RequestEntityTooLarge", [rule])
 
 
 async def _invalid(_request: Request, exc: Exception) -> Response:
@@ -146,14 +178,61 @@ async def _request_invalid(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors: list[FieldError] = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        errors.append(FieldError(loc, str(err.get("msg", "invalid"))))
+        parts = tuple(err.get("loc", ()))
+        loc = ".".join(str(p) for p in parts)
+        rule = str(err.get("msg", "invalid"))
+        check = _URL_NAMES.get(parts) if isinstance(err.get("input"), str) else None
+        if check is not None:  # a name in the URL: the naming rule, not a regular expression
+            errors.append(FieldError(loc, _why(check, err["input"], rule), err["input"]))
+        else:
+            errors.append(FieldError(loc, rule))
     return error_response(400, "; ".join(str(e) for e in errors), errors=[e.to_dict() for e in errors])
 
 
-async def _http(_request: Request, exc: Exception) -> Response:
+_URL_NAMES: dict[tuple[Any, ...], Callable[[str], str]] = {
+    ("path", "namespace"): validate_dns_label,
+    ("path", "name"): validate_dns_subdomain,
+    ("query", "container"): validate_dns_label,
+}
+
+
+def _why(check: Callable[[str], str], value: str, otherwise: str) -> str:
+    try:
+        check(value)
+    except ValueError as exc:
+        return str(exc)
+    return otherwise
+
+
+async def _http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    return error_response(exc.status_code, str(exc.detail))
+    headers = dict(exc.headers or {})
+    message = str(exc.detail)
+    if exc.status_code == 405:
+        headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
+        message = f"{request.method} is not allowed on {request.url.path}; it allows {headers['Allow']}"
+    return error_response(exc.status_code, message, headers=headers)
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves on the request's path, as an ``Allow`` value.
+
+    Each (path, method) pair is a route of its own here, and the router reports a 405 with the
+    methods of the first route whose path matched; so each method is tried against every route
+    (through ``matches``, the one interface every kind of route and included router keeps)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Mount):  # the dashboard's static files: what StaticFiles serves
+            if route.matches(request.scope)[0] is not Match.NONE:
+                methods |= {"GET", "HEAD"}
+            continue
+        for method in _METHODS:
+            if route.matches({**request.scope, "method": method})[0] is Match.FULL:
+                methods.add(method)
+    return ", ".join(sorted(methods))
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

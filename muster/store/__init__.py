@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from muster.store.base import (
+    DEFAULT_MAX_OBJECT_BYTES,
     AlreadyExists,
     ApplyResult,
     Conflict,
@@ -15,6 +16,7 @@ from muster.store.base import (
     NotFound,
     Store,
     StoreError,
+    TooLarge,
     TooOld,
     WatchEvent,
 )
@@ -30,6 +32,7 @@ __all__ = [
     "NotFound",
     "Store",
     "StoreError",
+    "TooLarge",
     "TooOld",
     "WatchEvent",
     "format_selector",
@@ -38,14 +41,23 @@ __all__ = [
 ]
 
 
-def open_store(url: str, *, poll_interval: float = 0.5, retention: int = 100_000) -> Store:
+def open_store(
+    url: str,
+    *,
+    poll_interval: float = 0.5,
+    retention: int = 100_000,
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
+) -> Store:
     """Open (creating and migrating as needed) the store at ``url``.
 
     ``poll_interval``: how often a watcher looks for writes made by other processes (writes
     of this process wake it at once). ``retention``: revisions of change log kept, i.e. how
-    far back a watch can resume.
+    far back a watch can resume. ``max_object_bytes``: the largest object (as JSON) a write
+    may store.
     """
     from muster.store.engine import make_engine
     from muster.store.sql import SqlStore
 
-    return SqlStore(make_engine(url), poll_interval=poll_interval, retention=retention)
+    return SqlStore(
+        make_engine(url), poll_interval=poll_interval, retention=retention, max_object_bytes=max_object_bytes
+    )

@@ -24,9 +24,13 @@ __all__ = [
     "NotFound",
     "Store",
     "StoreError",
+    "TooLarge",
     "TooOld",
     "WatchEvent",
 ]
+
+# etcd's default request limit, which bounds a Kubernetes object: the store refuses larger ones.
+DEFAULT_MAX_OBJECT_BYTES = 1536 * 1024
 
 Obj = dict[str, Any]
 
@@ -45,6 +49,15 @@ class AlreadyExists(StoreError):
 
 class Conflict(StoreError):
     """A write carried a resourceVersion that is not the current one: re-read and retry."""
+
+
+class TooLarge(StoreError):
+    """A write whose object, as JSON, is larger than the store's per-object limit."""
+
+    def __init__(self, message: str, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class TooOld(StoreError):
@@ -117,6 +130,8 @@ class Store(Protocol):
     * ``delete`` removes the object (no finalizer wait in the embedded store) and
       returns its last state; a DELETED watch event is recorded.
     * Every write is one transaction that also appends to the change log.
+    * A write whose object is larger than the store's limit (its JSON, 1.5 MiB by default)
+      raises :class:`TooLarge` and stores nothing.
     """
 
     def create(self, obj: Obj) -> Obj: ...

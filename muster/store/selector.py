@@ -12,7 +12,7 @@ import re
 
 from muster.store.base import LabelSelector
 
-__all__ = ["InvalidSelector", "format_selector", "parse_selector"]
+__all__ = ["SELECTOR_PATTERN", "InvalidSelector", "format_selector", "parse_selector"]
 
 # A label key: optional DNS-subdomain prefix and '/', then a name of alphanumerics, '-', '_', '.'.
 _KEY = re.compile(
@@ -22,6 +22,18 @@ _KEY = re.compile(
 _VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _TOKEN = re.compile(r"\s*(!=|==|=|\(|\)|,|!|[^\s!=(),]+)")
 
+# The whole grammar as one regular expression, for the OpenAPI document (JSON Schema reads it
+# as Python does). The parser gives the precise errors; a selector it accepts must also match
+# this (which only adds: parts are separated by spaces, not tabs or line breaks), so the
+# declared format and the server agree on every selector the format refuses.
+_NAME_RE = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY_RE = rf"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?{_NAME_RE}"
+_VALUE_RE = rf"(?:{_NAME_RE})?"
+_SET_RE = rf"\( *{_VALUE_RE}(?: *, *{_VALUE_RE})* *\)"
+_REQUIREMENT_RE = rf" *(?:! *{_KEY_RE}|{_KEY_RE}(?: *(?:==|=|!=) *{_VALUE_RE}| +(?:in|notin) *{_SET_RE})?) *"
+SELECTOR_PATTERN = rf"^(?: *|{_REQUIREMENT_RE}(?:,{_REQUIREMENT_RE})*)$"
+_SELECTOR = re.compile(SELECTOR_PATTERN)
+
 
 class InvalidSelector(ValueError):
     """A label selector that does not parse; the message says where and why."""
@@ -30,8 +42,16 @@ class InvalidSelector(ValueError):
 def parse_selector(text: str | None) -> LabelSelector | None:
     """Parse ``text``; an empty or None selector means "everything" and returns None."""
     if text is None or not text.strip():
+        if text and not _SELECTOR.fullmatch(text):
+            raise InvalidSelector(f"invalid label selector {text!r}: {_SPACES_ONLY}")
         return None
-    return _Parser(text).parse()
+    selector = _Parser(text).parse()
+    if not _SELECTOR.fullmatch(text):
+        raise InvalidSelector(f"invalid label selector {text!r}: {_SPACES_ONLY}")
+    return selector
+
+
+_SPACES_ONLY = "only spaces may separate its parts (no tabs or line breaks)"
 
 
 def format_selector(selector: LabelSelector) -> str:

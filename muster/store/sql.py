@@ -32,12 +32,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from muster.store import schema
 from muster.store.base import (
+    DEFAULT_MAX_OBJECT_BYTES,
     AlreadyExists,
     ApplyResult,
     LabelSelector,
     ListResult,
     NotFound,
     Obj,
+    TooLarge,
     WatchEvent,
 )
 from muster.store.engine import is_postgres, read_transaction, upgrade, write_transaction
@@ -51,6 +53,7 @@ from muster.store.objects import (
     with_revision,
 )
 from muster.store.watch import Notifier, SqlWatch
+from muster.util import size_text
 
 __all__ = ["SqlStore"]
 
@@ -69,15 +72,26 @@ class SqlStore:
     """A Store over one SQLAlchemy engine. Thread-safe; one instance per process and database.
 
     ``poll_interval`` bounds how late a watcher sees a write made by another process;
-    ``retention`` is how many revisions of change log are kept for watches to resume from.
+    ``retention`` is how many revisions of change log are kept for watches to resume from;
+    ``max_object_bytes`` is the largest object (its JSON) a write may store.
     """
 
-    def __init__(self, engine: Engine, *, poll_interval: float = 0.5, retention: int = 100_000) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        poll_interval: float = 0.5,
+        retention: int = 100_000,
+        max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
+    ) -> None:
         if retention < 1:
             raise ValueError("retention must be at least 1 revision")
+        if max_object_bytes < 1:
+            raise ValueError("max_object_bytes must be at least 1")
         self.engine = engine
         self.poll_interval = poll_interval
         self.retention = retention
+        self.max_object_bytes = max_object_bytes
         self.notifier = Notifier()
         # SQLite serialises writers anyway; doing it in-process first spares them the busy
         # handler's sleep-and-retry. PostgreSQL writers queue on the revision row lock.
@@ -182,7 +196,7 @@ class SqlStore:
     def _write(self, op: Callable[[_Tx], T]) -> T:
         with self._write_lock:
             with write_transaction(self.engine) as conn:
-                tx = _Tx(conn, self.retention)
+                tx = _Tx(conn, self.retention, self.max_object_bytes)
                 result = op(tx)
                 tx.finish()
             if tx.changed:
@@ -193,9 +207,10 @@ class SqlStore:
 class _Tx:
     """One write transaction: hands out revisions and records each change in the log."""
 
-    def __init__(self, conn: Connection, retention: int) -> None:
+    def __init__(self, conn: Connection, retention: int, max_object_bytes: int) -> None:
         self.conn = conn
         self.retention = retention
+        self.max_object_bytes = max_object_bytes
         q = select(schema.revision.c.value, schema.revision.c.compacted).where(schema.revision.c.id == 1)
         self.revision, self.compacted = conn.execute(q.with_for_update()).one()
         self.changed = False
@@ -207,7 +222,7 @@ class _Tx:
                 f"{_describe(kind, name, ns)} already exists; use update or apply to change it"
             )
         out = new_object(obj, self._next(), str(uuid.uuid4()))
-        self.conn.execute(insert(schema.objects).values(**_row(out), uid=out["metadata"]["uid"]))
+        self.conn.execute(insert(schema.objects).values(**self._row(out), uid=out["metadata"]["uid"]))
         self._log("ADDED", out)
         return out
 
@@ -251,10 +266,10 @@ class _Tx:
         # Inserts first: an object created and then changed in one apply is inserted, then updated.
         if created:
             self.conn.execute(
-                insert(schema.objects), [_row(o) | {"uid": o["metadata"]["uid"]} for o in created]
+                insert(schema.objects), [self._row(o) | {"uid": o["metadata"]["uid"]} for o in created]
             )
         if updated:
-            self.conn.execute(_UPDATE_BY_KEY, [_row(o) | _key_params(o) for o in updated])
+            self.conn.execute(_UPDATE_BY_KEY, [self._row(o) | _key_params(o) for o in updated])
         if logged:
             self.conn.execute(insert(schema.changes), [_change_row(t, o) for t, o in logged])
         return results
@@ -290,8 +305,13 @@ class _Tx:
 
     def _replace(self, out: Obj) -> None:
         kind, name, ns = object_key(out)
-        self.conn.execute(update(schema.objects).where(*_key_clause(kind, name, ns)).values(**_row(out)))
+        self.conn.execute(update(schema.objects).where(*_key_clause(kind, name, ns)).values(**self._row(out)))
         self._log("MODIFIED", out)
+
+    def _row(self, obj: Obj) -> dict[str, Any]:
+        row = _row(obj)
+        _check_size(obj, row["data"], self.max_object_bytes)
+        return row
 
     def _log(self, type_: Literal["ADDED", "MODIFIED", "DELETED"], obj: Obj) -> None:
         self.conn.execute(insert(schema.changes).values(**_change_row(type_, obj)))
@@ -351,6 +371,21 @@ def _row(obj: Obj) -> dict[str, Any]:
         "labels": _dumps(meta.get("labels") or {}),
         "data": _dumps(obj),
     }
+
+
+def _check_size(obj: Obj, data: str, limit: int) -> None:
+    # A character is 1 to 4 bytes of UTF-8: encode only when the count of characters cannot decide.
+    if len(data) * 4 <= limit:
+        return
+    size = len(data) if len(data) > limit else len(data.encode())
+    if size > limit:
+        kind, name, ns = object_key(obj)
+        raise TooLarge(
+            f"{_describe(kind, name, ns)} is {size_text(size)} as JSON, more than the store's limit of "
+            f"{size_text(limit)} per object; keep large data in volumes or artifacts, not in the object",
+            size,
+            limit,
+        )
 
 
 def _dumps(value: Any) -> str:

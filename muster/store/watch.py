@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +27,12 @@ from muster.store.engine import read_transaction
 if TYPE_CHECKING:
     from muster.store.sql import SqlStore
 
-__all__ = ["Notifier", "SqlWatch", "parse_revision"]
+__all__ = ["REVISION_PATTERN", "Notifier", "SqlWatch", "parse_revision"]
 
 _BATCH = 500
+# A resourceVersion as the OpenAPI document declares it (empty: from now).
+REVISION_PATTERN = r"^[0-9]{0,64}$"
+_DIGITS = re.compile(REVISION_PATTERN)
 
 
 class Notifier:
@@ -69,6 +73,9 @@ def parse_revision(value: str | int | None, what: str = "resourceVersion") -> in
     """A revision from a resourceVersion string or int; None stays None."""
     if value is None or value == "":
         return None
+    # Digits only: int() would also take "+5", " 5", "5_000" and non-ASCII digits.
+    if isinstance(value, str) and not _DIGITS.fullmatch(value):
+        raise ValueError(f"{what} must be a decimal revision number, got {value!r}")
     try:
         revision = int(value)
     except (TypeError, ValueError):

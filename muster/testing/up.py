@@ -46,12 +46,20 @@ class MusterUp:
         self.home = home
         self.port = port or free_port()
         self.extra_args = list(extra_args)
+        if "--gateway-port" not in self.extra_args:  # never the default port: tests run side by side
+            self.extra_args += ["--gateway-port", str(free_port())]
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = home / "up.log"
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def gateway_url(self) -> str:
+        """The serving gateway's base URL (``--gateway-port``)."""
+        port = self.extra_args[self.extra_args.index("--gateway-port") + 1]
+        return f"http://127.0.0.1:{port}"
 
     @property
     def token(self) -> str:

@@ -15,9 +15,10 @@ from muster.api.registry import to_model, validate
 _names = st.from_regex(r"[a-z]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 _suffix = st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "e3"])
+# Within the scheduler's bound for every resource (8000Gi of cpu is below 2**53 milli-CPU).
 _quantity = st.one_of(
     st.integers(0, 10**6),
-    st.builds(lambda n, s: f"{n}{s}", st.integers(0, 10**6), _suffix),
+    st.builds(lambda n, s: f"{n}{s}", st.integers(0, 8000), _suffix),
     st.decimals(0, 1000, places=3, allow_nan=False, allow_infinity=False).map(str),
 )
 _gpus = st.one_of(st.integers(0, 8), st.integers(1, 999).map(lambda m: f"{m}m"))

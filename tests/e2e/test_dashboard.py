@@ -128,6 +128,7 @@ def test_every_page_loads_without_console_errors(tab: Page, client: Client):
         "/nodes": "table.gpus .spark",
         "/workflows": "a[href='#/workflows/default/etl']",
         "/workflows/default/etl": "svg.dag .dag-node",
+        "/serving": "text=No InferenceService yet",
         "/no/such/page": "text=No page at",
     }
     for route, ready in pages.items():

@@ -4,6 +4,7 @@ when the server had closed the idle one, errors of the connection, and streams."
 from __future__ import annotations
 
 import http.server
+import itertools
 import json
 import threading
 from collections.abc import Iterator
@@ -16,8 +17,13 @@ from muster.util import free_port
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    connections: list[int] = []
+    # Numbers the connections: id() of a closed one's socket may be given to the next one.
+    counter: itertools.count = itertools.count()
     close_after_answer = False
+
+    def setup(self) -> None:
+        super().setup()
+        self.number = next(type(self).counter)
 
     def do_GET(self) -> None:
         if self.path.startswith("/lines"):
@@ -29,7 +35,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             return
-        body = json.dumps({"path": self.path, "conn": id(self.connection)}).encode()
+        body = json.dumps({"path": self.path, "conn": self.number}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -44,7 +50,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, type[_Handler]]]:
-    handler = type("Handler", (_Handler,), {"connections": [], "close_after_answer": False})
+    handler = type("Handler", (_Handler,), {"counter": itertools.count(), "close_after_answer": False})
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()

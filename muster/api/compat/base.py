@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from muster.api.errors import FieldError
+from muster.api.base import API_VERSION
+from muster.api.errors import FieldError, InvalidObject
 
-__all__ = ["IGNORED_FIELDS_ANNOTATION", "Conversion", "Converter"]
+__all__ = ["IGNORED_FIELDS_ANNOTATION", "Conversion", "Converter", "mapping_at", "native_copy"]
 
 IGNORED_FIELDS_ANNOTATION = "muster.dev/ignored-fields"
 
@@ -51,3 +53,21 @@ _PATH_IN_TEXT = re.compile(r"\b(?:spec|metadata)(?:\.[A-Za-z][\w-]*|\[[^\]\s]+\]
 
 
 Converter = Callable[[Mapping[str, Any]], Conversion]
+
+
+def native_copy(doc: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A deep copy of a foreign document as a ``muster.dev/v1`` ``kind``, its status dropped."""
+    native = copy.deepcopy(dict(doc))
+    native["apiVersion"] = API_VERSION
+    native["kind"] = kind
+    native.pop("status", None)
+    return native
+
+
+def mapping_at(parent: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+    """``parent[key]``, which must be a mapping (InvalidObject at ``path`` otherwise)."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        rule = "required field is missing" if value is None else "must be a mapping (key: value pairs)"
+        raise InvalidObject([FieldError(path, rule)])
+    return value

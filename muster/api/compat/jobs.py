@@ -1,4 +1,5 @@
-"""Job kinds to TrainingJob: Kubeflow ``kubeflow.org/v1 PyTorchJob`` and ``batch/v1 Job``.
+"""Job kinds to TrainingJob: Kubeflow ``kubeflow.org/v1 PyTorchJob``, ``batch/v1 Job`` and a
+plain ``v1 Pod``.
 
 PyTorchJob (reference/workloads.md §1.1) maps field for field: ``pytorchReplicaSpecs`` ->
 ``replicaSpecs`` (replica types case-normalised, as the Training Operator does),
@@ -24,6 +25,20 @@ spec.ttlSecondsAfterFinished           spec.runPolicy.ttlSecondsAfterFinished
 spec.suspend                           spec.runPolicy.suspend
 other fields (podFailurePolicy, ...)   kept in the ignored-fields annotation, warned
 =====================================  ===============================================
+
+v1 Pod becomes a one-pod Worker TrainingJob through the namespace's default queue (or the
+Kueue queue label), as Kueue's plain-pod integration admits it. A Pod runs to completion:
+
+=====================================  ===============================================
+v1 Pod                                 TrainingJob
+=====================================  ===============================================
+metadata.labels, metadata.annotations  the job's and its pod template's
+spec (less the fields below)           spec.replicaSpecs.Worker.template.spec
+spec.restartPolicy Never               runPolicy.backoffLimit 0 (no second try)
+spec.restartPolicy OnFailure, Always   restarted after a failure, up to backoffLimit 6;
+or unset                               Always is warned: nothing restarts after success
+spec.activeDeadlineSeconds             spec.runPolicy.activeDeadlineSeconds
+=====================================  ===============================================
 """
 
 from __future__ import annotations
@@ -32,11 +47,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from muster.api.base import API_VERSION
-from muster.api.compat.base import Conversion, Converter
+from muster.api.compat.base import Conversion, Converter, mapping_at, native_copy
 from muster.api.errors import FieldError, InvalidObject, child_path
 
-__all__ = ["CONVERTERS", "convert_batch_job", "convert_pytorchjob"]
+__all__ = ["CONVERTERS", "convert_batch_job", "convert_pod", "convert_pytorchjob"]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -47,12 +61,12 @@ _JOB_RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFini
 
 def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
     """A Kubeflow PyTorchJob as a TrainingJob."""
-    native = _start(doc)
-    spec = _mapping(native, "spec", "spec")
+    native = native_copy(doc, "TrainingJob")
+    spec = mapping_at(native, "spec", "spec")
     conversion = Conversion(doc=native)
     paths: list[tuple[str, str]] = [("spec.replicaSpecs", "spec.pytorchReplicaSpecs")]
     if "pytorchReplicaSpecs" in spec:
-        replicas = _mapping(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
+        replicas = mapping_at(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
         spec["replicaSpecs"] = {_replica_type(k): v for k, v in replicas.items()}
         paths += [
             (f"spec.replicaSpecs.{_replica_type(k)}", f"spec.pytorchReplicaSpecs.{k}") for k in replicas
@@ -82,8 +96,8 @@ def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
 
 def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     """A batch/v1 Job as a Worker-only TrainingJob (see the table in the module docstring)."""
-    native = _start(doc)
-    job = _mapping(native, "spec", "spec")
+    native = native_copy(doc, "TrainingJob")
+    job = mapping_at(native, "spec", "spec")
     conversion = Conversion(doc=native)
     template = copy.deepcopy(job.pop("template", None))
     if template is None:
@@ -124,20 +138,41 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     return conversion
 
 
-def _start(doc: Mapping[str, Any]) -> dict[str, Any]:
-    native = copy.deepcopy(dict(doc))
-    native["apiVersion"] = API_VERSION
-    native["kind"] = "TrainingJob"
-    native.pop("status", None)
-    return native
-
-
-def _mapping(parent: dict[str, Any], key: str, path: str) -> dict[str, Any]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        rule = "required field is missing" if value is None else "must be a mapping (key: value pairs)"
-        raise InvalidObject([FieldError(path, rule)])
-    return value
+def convert_pod(doc: Mapping[str, Any]) -> Conversion:
+    """A v1 Pod as a one-pod TrainingJob (see the table in the module docstring)."""
+    native = native_copy(doc, "TrainingJob")
+    pod_spec = copy.deepcopy(mapping_at(native, "spec", "spec"))
+    conversion = Conversion(doc=native)
+    restart = pod_spec.pop("restartPolicy", None)
+    if restart not in (None, "Never", "OnFailure", "Always"):
+        raise InvalidObject(
+            [FieldError("spec.restartPolicy", "must be one of Never, OnFailure, Always", restart)]
+        )
+    if restart == "Always":
+        conversion.warnings.append(
+            FieldError(
+                "spec.restartPolicy",
+                "Always is not honoured: the pod runs to completion and is restarted only after "
+                f"a failure (at most {_JOB_BACKOFF_LIMIT} times)",
+                hint="use OnFailure or Never to say so",
+            )
+        )
+    run_policy: dict[str, Any] = {"backoffLimit": 0 if restart == "Never" else _JOB_BACKOFF_LIMIT}
+    if "activeDeadlineSeconds" in pod_spec:
+        run_policy["activeDeadlineSeconds"] = pod_spec.pop("activeDeadlineSeconds")
+    meta = native.get("metadata") if isinstance(native.get("metadata"), dict) else {}
+    template_meta = {key: copy.deepcopy(meta[key]) for key in ("labels", "annotations") if meta.get(key)}
+    template: dict[str, Any] = {"spec": pod_spec, **({"metadata": template_meta} if template_meta else {})}
+    native["spec"] = {
+        "replicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}},
+        "runPolicy": run_policy,
+    }
+    conversion.paths = (
+        ("spec.replicaSpecs.Worker.template.spec", "spec"),
+        ("spec.runPolicy.activeDeadlineSeconds", "spec.activeDeadlineSeconds"),
+        *_queue_and_priority(native, native["spec"], [template]),
+    )
+    return conversion
 
 
 def _replica_type(name: str) -> str:
@@ -178,4 +213,5 @@ def _queue_and_priority(
 CONVERTERS: dict[tuple[str, str], Converter] = {
     ("kubeflow.org/v1", "PyTorchJob"): convert_pytorchjob,
     ("batch/v1", "Job"): convert_batch_job,
+    ("v1", "Pod"): convert_pod,
 }

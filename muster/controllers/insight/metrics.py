@@ -143,6 +143,7 @@ def _state(cluster: ClusterState) -> Iterator[Metric]:
     pods = cluster.list("Pod")
     yield _counts("muster_pods", "Pods by phase.", "phase", list(_PHASES), (phase(p) for p in pods))
     yield from _nodes_and_gpus(cluster.list("Node"), pods, cluster.latest())
+    yield from _serving(cluster.list("InferenceService"))
 
 
 def _queues(cluster_queues: list[Obj], local_queues: list[Obj], workloads: list[Obj]) -> Iterator[Metric]:
@@ -236,6 +237,30 @@ def _nodes_and_gpus(nodes: list[Obj], pods: list[Obj], latest: dict[str, GpuRead
         allocated.add_metric([name], float(counts[1]))
         unhealthy.add_metric([name], float(counts[2]))
     yield from (ready, total, allocated, unhealthy, gpu_allocated, gpu_healthy, *families.values())
+
+
+def _serving(services: list[Obj]) -> Iterator[Metric]:
+    labels = ["namespace", "service", "revision"]
+    desired = GaugeMetricFamily(
+        "muster_serving_desired_replicas", "Replicas the autoscaler wants, per revision.", labels=labels
+    )
+    ready = GaugeMetricFamily(
+        "muster_serving_ready_replicas",
+        "Replicas in routing (readiness probe passed), per revision.",
+        labels=labels,
+    )
+    traffic = GaugeMetricFamily(
+        "muster_serving_traffic_percent", "Share of a service's requests each revision takes.", labels=labels
+    )
+    for isvc in services:
+        ns, name = isvc["metadata"].get("namespace") or "default", isvc["metadata"]["name"]
+        status = isvc.get("status") or {}
+        for rev in status.get("revisions") or []:
+            desired.add_metric([ns, name, rev["name"]], float(rev.get("desiredReplicas") or 0))
+            ready.add_metric([ns, name, rev["name"]], float(rev.get("readyReplicas") or 0))
+        for t in status.get("traffic") or []:
+            traffic.add_metric([ns, name, t["revisionName"]], float(t.get("percent") or 0))
+    yield from (desired, ready, traffic)
 
 
 def _counts(name: str, help_text: str, label: str, values: list[str], seen: Iterator[str] | Any) -> Metric:

@@ -165,6 +165,8 @@ class PodExecutor:
         status["phase"] = change.phase.value
         node = pod["spec"].get("nodeName") or ""
         status["hostIP"] = self.node_addresses.get(node, "127.0.0.1")
+        # a pod's own address (Kubernetes), else its node's: processes share the host's network
+        status["podIP"] = change.pod_ip or status.get("podIP") or status["hostIP"]
         if change.started_at:
             status["startTime"] = change.started_at
         containers = []

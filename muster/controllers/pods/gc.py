@@ -1,9 +1,10 @@
 """Garbage collection: objects whose owner is gone go too.
 
-A Workload or Pod whose ``ownerReferences`` name an owner (kind, name, uid) that no longer
-exists is removed: a Workload at once, a Pod that has not ended by a stop request first (its
-executor stops the processes, stores the final status and deletes it), so deleting a
-TrainingJob never leaves processes holding GPUs. The cache may lag a fresh owner, so an
+A Workload or Pod whose ``ownerReferences`` name an owner (kind, name, uid: a TrainingJob, a
+Workflow or an InferenceService) that no longer exists is removed: a Workload at once, a Pod
+that has not ended by a stop request first (its executor stops the processes, stores the
+final status and deletes it), so deleting a TrainingJob or an InferenceService never leaves
+processes holding GPUs. The cache may lag a fresh owner, so an
 owner is confirmed gone in the store before anything is deleted.
 """
 
@@ -19,11 +20,11 @@ from muster.store.base import NotFound
 __all__ = ["collect_garbage"]
 
 Obj = dict[str, Any]
-# Kinds whose objects are owned (by a TrainingJob, a Workflow or an Experiment) and collected
-# here. A Workflow's or an Experiment's TrainingJob goes first; its own Workload and Pods
-# follow on the next pass.
+# Kinds whose objects are owned (by a TrainingJob, a Workflow, an Experiment or an
+# InferenceService) and collected here. A Workflow's or an Experiment's TrainingJob goes first;
+# its own Workload and Pods follow on the next pass.
 _OWNED_KINDS = ("Trial", "TrainingJob", "Workload", "Pod")
-_OWNER_KINDS = ("TrainingJob", "Workflow", "Experiment")
+_OWNER_KINDS = ("TrainingJob", "Workflow", "Experiment", "InferenceService")
 
 
 def collect_garbage(ctx: Context) -> int:

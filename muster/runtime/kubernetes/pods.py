@@ -175,7 +175,9 @@ def observed_status(ref: PodRef, pod: Obj) -> PodStatusChange:
     containers = tuple(_container(c) for c in status.get("containerStatuses") or ())
     started = status.get("startTime") if phase is not PodPhase.PENDING else None
     if phase in (PodPhase.PENDING, PodPhase.RUNNING):
-        return PodStatusChange(ref, phase, containers=containers, started_at=started)
+        return PodStatusChange(
+            ref, phase, containers=containers, started_at=started, pod_ip=status.get("podIP") or None
+        )
     finished = max((c.finished_at for c in containers if c.finished_at), default=None)
     own = status.get("reason") or ""
     reason, message, code = _classify(phase, own, status.get("message") or "", containers)

@@ -79,6 +79,9 @@ class LogFiles(SupportsLogs):
     ) -> Iterator[str]:
         # Checked now, not on the first next(): a caller (the server) answers 404 before it
         # starts a response.
+        if not all(_one_component(part) for part in (pod.namespace, pod.name)):
+            # "..", "." or a separator would lead out of the pod's own directory of logs.
+            raise PodNotFound(f"no logs for pod {pod}: not a pod name")
         directory = log_dir(self.home, pod.namespace, pod.name)
         names = sorted(p.name[: -len(".log")] for p in directory.glob("*.log")) if directory.is_dir() else []
         if not names:
@@ -162,3 +165,7 @@ def follow_lines(path: Path, still_writing: Callable[[], bool] | None = None) ->
             if pending:
                 yield pending
             return
+
+
+def _one_component(part: str) -> bool:
+    return part not in ("", ".", "..") and not any(c in part for c in "/\\\0")

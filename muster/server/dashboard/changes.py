@@ -35,7 +35,7 @@ __all__ = ["router"]
 router = APIRouter(prefix=UI_API, tags=["dashboard"], include_in_schema=False)
 
 
-@router.get("/changes")
+@router.get("/changes", responses={200: {"content": {"application/x-ndjson": {}}}})
 def changes(
     request: Request,
     kinds: str | None = Query(None, description="Comma-separated kinds to report (default: every kind)."),

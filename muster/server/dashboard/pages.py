@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.staticfiles import StaticFiles
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.types import Scope
 
 from muster.server.auth import LOGIN_PATH, SESSION_COOKIE
@@ -39,13 +39,13 @@ SECURITY_HEADERS = {
 router = APIRouter(include_in_schema=False)
 
 
-@router.get("/")
+@router.get("/", response_class=HTMLResponse)
 def index() -> Response:
     """The dashboard (the auth middleware has checked the token or sent the browser to sign in)."""
     return _page("index.html")
 
 
-@router.get(LOGIN_PATH)
+@router.get(LOGIN_PATH, response_class=HTMLResponse)
 def login_page() -> Response:
     return _page("login.html")
 
@@ -60,7 +60,7 @@ async def login(request: Request) -> Response:
         raise ApiError(415, 'send the token as JSON: {"token": "..."}', "UnsupportedMediaType")
     try:
         body = json.loads(await request.body())
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a body nested too deep to parse
         raise ApiError(400, 'the body is not JSON: send {"token": "..."}') from None
     token = body.get("token") if isinstance(body, dict) else None
     if not isinstance(token, str) or not token.strip():

@@ -19,7 +19,7 @@ router = APIRouter(tags=["apply"], responses=ERROR_RESPONSES)
 
 
 class ApplyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     documents: list[Any] = Field(description="Documents to create or update (native or convertible kinds).")
     dry_run: bool = Field(default=False, alias="dryRun", description="Validate and report actions only.")

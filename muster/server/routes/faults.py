@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from fastapi import APIRouter, Request
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from starlette.responses import Response
 
 from muster.api.base import MusterModel
@@ -29,6 +29,8 @@ _APPLY_TIMEOUT = 15.0
 
 class FaultInjection(MusterModel):
     """What to do to one fake GPU; fields combine, and at least one must be given."""
+
+    model_config = ConfigDict(strict=True)  # as the kinds: "1" is not a GPU index
 
     gpu: int = Field(ge=0, description="Index of the GPU on the node.")
     xid: int | None = Field(

@@ -19,6 +19,7 @@ from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
 from muster.controllers.insight.explain.experiment import explain_experiment
 from muster.controllers.insight.explain.gather import gather
+from muster.controllers.insight.explain.serving import explain_service, gather_service
 from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.insight.gpuview import gpu_rows
 from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
@@ -29,7 +30,7 @@ from muster.server.views import StoreSource, manager_of
 __all__ = ["INSIGHT_PREFIX", "router"]
 
 INSIGHT_PREFIX = "/api/v1"
-_EXPLAINED = ("TrainingJob", "Workload", "Pod", "Experiment")
+_EXPLAINED = ("TrainingJob", "Workload", "Pod", "Experiment", "InferenceService")
 
 router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
 
@@ -42,11 +43,14 @@ def why(
     name: str,
     tail: int = Query(20, ge=0, le=1000, description="Log lines of the failing replica to include."),
 ) -> Response:
-    """Why a TrainingJob, Workload, Pod or Experiment is where it is (``muster why`` as JSON)."""
+    """Why a TrainingJob, Workload or Pod is where it is, how an Experiment's trials stand, or
+    why an InferenceService has the replicas it has (``muster why`` as JSON)."""
     info = registry.lookup(kind)
     if info.kind not in _EXPLAINED:
         raise ApiError(
-            400, f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload, a Pod or an Experiment"
+            400,
+            f"cannot explain a {info.kind}; ask about a TrainingJob, a Workload, a Pod, an "
+            "Experiment or an InferenceService",
         )
     source = StoreSource(request.app.state.store, request.app)
     obj = source.get(info.kind, name, namespace)
@@ -62,7 +66,16 @@ def why(
                 source.list("Event", namespace),
             ).to_dict()
         )
-    return json_response(explain(obj, gather(source, obj, tail, now=time.time())).to_dict())
+    if info.kind == "InferenceService":
+        answer = explain_service(obj, gather_service(source, obj, tail, now=time.time()))
+        manager = manager_of(request.app)
+        if manager is not None and answer.serving is not None:  # the autoscaler's latest, not the stored
+            for rev in answer.serving["revisions"]:
+                live = manager.serving.decision(namespace, name, rev["name"])
+                rev["autoscaler"] = live or rev["autoscaler"]
+    else:
+        answer = explain(obj, gather(source, obj, tail, now=time.time()))
+    return json_response(answer.to_dict())
 
 
 @router.get(f"{INSIGHT_PREFIX}/gpus", operation_id="gpus")

@@ -8,9 +8,10 @@ import threading
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from muster.api.base import DNS_LABEL_PATTERN
 from muster.server.errors import ERROR_RESPONSES
 from muster.server.logs import LogRequest, log_source, open_log
-from muster.server.routes.objects import API_PREFIX
+from muster.server.routes.objects import API_PREFIX, NAME_PATH, NAMESPACE_PATH
 from muster.server.streaming import Relay, relay_response
 
 __all__ = ["router"]
@@ -25,9 +26,14 @@ router = APIRouter(tags=["Pod"], responses=ERROR_RESPONSES)
 )
 def read_log(
     request: Request,
-    namespace: str,
-    name: str,
-    container: str | None = Query(None, description="Container name; needed when the pod has several."),
+    namespace: str = NAMESPACE_PATH,
+    name: str = NAME_PATH,
+    container: str | None = Query(
+        None,
+        description="Container name; needed when the pod has several.",
+        pattern=DNS_LABEL_PATTERN,
+        max_length=63,
+    ),
     follow: bool = Query(False, description="Keep streaming new output until the container ends."),
     previous: bool = Query(False, description="The previous incarnation's log (before a restart)."),
     tail_lines: int | None = Query(None, alias="tailLines", ge=0, description="Only the last N lines."),

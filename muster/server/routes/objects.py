@@ -16,30 +16,47 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 from starlette.responses import Response
 
-from muster.api.base import API_VERSION
+from muster.api.base import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
 from muster.api.registry import KindInfo
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES
 from muster.server.services.objects import ObjectService
 from muster.server.watch import ndjson_watch
 from muster.store import parse_selector
+from muster.store.selector import SELECTOR_PATTERN
+from muster.store.watch import REVISION_PATTERN
 
-__all__ = ["API_PREFIX", "collection_path", "kind_router", "object_path"]
+__all__ = ["API_PREFIX", "NAMESPACE_PATH", "NAME_PATH", "collection_path", "kind_router", "object_path"]
 
 API_PREFIX = f"/apis/{API_VERSION}"
 
-_SELECTOR = Query(None, alias="labelSelector", description="Label selector, e.g. team=a,tier in (gold).")
+# The formats are declared (so clients and fuzzers see the contract) and checked by the parsers
+# behind them, whose errors say more than a pattern mismatch would.
+_SELECTOR = Query(
+    None,
+    alias="labelSelector",
+    description="Label selector, e.g. team=a,tier in (gold).",
+    json_schema_extra={"pattern": SELECTOR_PATTERN},
+)
 _WATCH = Query(False, description="Stream NDJSON change events instead of returning a list.")
 _SINCE = Query(
     None,
     alias="resourceVersion",
-    description="Watch: stream changes after this revision (a list's metadata.resourceVersion). "
+    description="Watch: stream changes after this revision (a list's metadata.resourceVersion); a "
+    "revision the store has not reached yet is a 400. List: the list must be at least this recent. "
     "Delete: precondition.",
+    json_schema_extra={"pattern": REVISION_PATTERN},
 )
 _TIMEOUT = Query(None, alias="timeoutSeconds", ge=0, description="Watch: end after this many quiet seconds.")
+NAMESPACE_PATH = Path(pattern=DNS_LABEL_PATTERN, max_length=63, description="Namespace (a DNS-1123 label).")
+NAME_PATH = Path(
+    pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="Object name (a DNS-1123 subdomain)."
+)
+# A list is JSON; with watch=true it streams NDJSON (sent to a client that accepts either).
+_LIST_CONTENT = {"application/json": {}, "application/x-ndjson": {}}
 
 
 def collection_path(info: KindInfo, namespaced_url: bool = True) -> str:
@@ -57,7 +74,12 @@ def kind_router(info: KindInfo) -> APIRouter:
     router = APIRouter(tags=[info.kind], responses=ERROR_RESPONSES)
     schema = {"model": info.model, "description": f"A {info.kind}."}
     body_doc = _request_body(info)
-    list_doc = {200: {"description": f"A {info.kind}List, or NDJSON events with watch=true."}}
+    list_doc = {
+        200: {
+            "description": f"A {info.kind}List, or NDJSON events with watch=true.",
+            "content": _LIST_CONTENT,
+        }
+    }
 
     def service(request: Request) -> ObjectService:
         return request.app.state.objects
@@ -74,6 +96,7 @@ def kind_router(info: KindInfo) -> APIRouter:
         if watch:
             events = svc.watch(info, namespace, since, timeout)
             return ndjson_watch(request, events, parse_selector(label_selector))
+        svc.check_revision(since)  # the list is read now, so it is at least as recent as any valid one
         return Response(svc.list(info, namespace, label_selector), media_type="application/json")
 
     def add(path: str, method: str, endpoint: Callable[..., Any], op: str, **kwargs: Any) -> None:
@@ -83,7 +106,7 @@ def kind_router(info: KindInfo) -> APIRouter:
 
         def list_namespaced(
             request: Request,
-            namespace: str,
+            namespace: str = NAMESPACE_PATH,
             label_selector: str | None = _SELECTOR,
             watch: bool = _WATCH,
             since: str | None = _SINCE,
@@ -103,19 +126,28 @@ def kind_router(info: KindInfo) -> APIRouter:
         add(collection_path(info), "GET", list_namespaced, "list", responses=list_doc)
         add(collection_path(info, False), "GET", list_all, "listAllNamespaces", responses=list_doc)
 
-        def create(request: Request, namespace: str, body: Any = Body(...)) -> Response:
+        def create(request: Request, namespace: str = NAMESPACE_PATH, body: Any = Body(...)) -> Response:
             return json_response(service(request).create(info, namespace, body), 201)
 
-        def read(request: Request, namespace: str, name: str) -> Response:
+        def read(request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH) -> Response:
             return json_response(service(request).get(info, namespace, name))
 
-        def replace(request: Request, namespace: str, name: str, body: Any = Body(...)) -> Response:
+        def replace(
+            request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH, body: Any = Body(...)
+        ) -> Response:
             return json_response(service(request).replace(info, namespace, name, body))
 
-        def remove(request: Request, namespace: str, name: str, since: str | None = _SINCE) -> Response:
+        def remove(
+            request: Request,
+            namespace: str = NAMESPACE_PATH,
+            name: str = NAME_PATH,
+            since: str | None = _SINCE,
+        ) -> Response:
             return json_response(service(request).delete(info, namespace, name, since))
 
-        def replace_status(request: Request, namespace: str, name: str, body: Any = Body(...)) -> Response:
+        def replace_status(
+            request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH, body: Any = Body(...)
+        ) -> Response:
             return json_response(service(request).replace_status(info, namespace, name, body))
 
     else:
@@ -134,16 +166,16 @@ def kind_router(info: KindInfo) -> APIRouter:
         def create(request: Request, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).create(info, None, body), 201)
 
-        def read(request: Request, name: str) -> Response:  # type: ignore[misc]
+        def read(request: Request, name: str = NAME_PATH) -> Response:  # type: ignore[misc]
             return json_response(service(request).get(info, None, name))
 
-        def replace(request: Request, name: str, body: Any = Body(...)) -> Response:  # type: ignore[misc]
+        def replace(request: Request, name: str = NAME_PATH, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).replace(info, None, name, body))
 
-        def remove(request: Request, name: str, since: str | None = _SINCE) -> Response:  # type: ignore[misc]
+        def remove(request: Request, name: str = NAME_PATH, since: str | None = _SINCE) -> Response:  # type: ignore[misc]
             return json_response(service(request).delete(info, None, name, since))
 
-        def replace_status(request: Request, name: str, body: Any = Body(...)) -> Response:  # type: ignore[misc]
+        def replace_status(request: Request, name: str = NAME_PATH, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).replace_status(info, None, name, body))
 
     add(

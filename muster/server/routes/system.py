@@ -35,7 +35,11 @@ def readyz(request: Request) -> Response:
     return json_response({"status": "ok", "revision": revision})
 
 
-@router.get("/metrics", operation_id="metrics")
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    responses={200: {"description": "The Prometheus text format.", "content": {"text/plain": {}}}},
+)
 def metrics(request: Request) -> Response:
     """Prometheus metrics."""
     return request.app.state.metrics.response()

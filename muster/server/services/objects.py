@@ -66,17 +66,16 @@ class ObjectService:
         return self.store.update_status(obj)
 
     def delete(self, info: KindInfo, namespace: str | None, name: str, resource_version: str | None) -> Obj:
+        _parsed(resource_version)  # a malformed precondition is a 400, not a failed one (409)
         return self.store.delete(info.kind, name, namespace, resource_version=resource_version or None)
 
     def watch(
         self, info: KindInfo, namespace: str | None, resource_version: str | None, timeout: float | None
     ) -> Iterator[WatchEvent]:
-        """Open a watch; raises TooOld now (not after the response started) for a compacted
-        ``resource_version``."""
-        try:
-            since = parse_revision(resource_version)
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from None
+        """Open a watch; raises now (not after the response started) for a ``resource_version``
+        beyond the store's head (400, as kube-apiserver's "Too large resource version": no such
+        revision was ever written, so waiting for it could only hang) or compacted away (410)."""
+        since = self.check_revision(resource_version)
         if since is not None:
             probe = self.store.watch(info.kind, namespace, since, timeout=0)
             try:
@@ -84,6 +83,33 @@ class ObjectService:
             finally:
                 getattr(probe, "close", lambda: None)()
         return self.store.watch(info.kind, namespace, since, timeout=timeout)
+
+    def check_revision(self, resource_version: str | None) -> int | None:
+        """``resource_version`` as a revision (None when not given); 400 when it is not a
+        revision or is newer than anything the store has written."""
+        since = _parsed(resource_version)
+        if since is not None:
+            head = self.store.revision()
+            if since > head:
+                raise ApiError(
+                    400,
+                    f"Too large resource version: {since}, current: {head}; list again and watch from "
+                    "the list's metadata.resourceVersion",
+                    reason="ResourceVersionTooLarge",
+                    errors=[
+                        {"path": "resourceVersion", "rule": f"must be <= {head}", "got": resource_version}
+                    ],
+                )
+        return since
+
+
+def _parsed(resource_version: str | None) -> int | None:
+    try:
+        return parse_revision(resource_version)
+    except ValueError as exc:
+        raise ApiError(
+            400, str(exc), errors=[{"path": "resourceVersion", "rule": "must be a decimal revision number"}]
+        ) from None
 
 
 def _validated(info: KindInfo, namespace: str | None, name: str | None, body: Any) -> Obj:

@@ -121,3 +121,46 @@ def test_queues_view_adds_policies_and_local_queues(api: TestClient, busy: Store
     assert queues["localQueues"] == [
         {"namespace": "default", "name": "team", "clusterQueue": "team", "stopPolicy": None}
     ]
+
+
+def test_the_serving_view_lists_services_with_traffic_revisions_and_replicas(
+    api: TestClient, sqlite_store: Store
+):
+    sqlite_store.create(
+        {
+            "apiVersion": "muster.dev/v1",
+            "kind": "InferenceService",
+            "metadata": {"name": "llm", "namespace": "default"},
+            "spec": {"predictor": {"containers": [{"name": "s", "command": ["serve"]}]}, "minReplicas": 0},
+        }
+    )
+    isvc = sqlite_store.get("InferenceService", "llm", "default")
+    isvc["status"] = {
+        "url": "http://127.0.0.1:7071",
+        "modelNames": ["llm"],
+        "readyReplicas": 1,
+        "desiredReplicas": 2,
+        "conditions": [c.condition("Ready", reason="ReplicasReady")],
+        "traffic": [{"revisionName": "llm-00001", "percent": 100, "tag": "latest", "latestRevision": True}],
+        "revisions": [
+            {
+                "name": "llm-00001",
+                "number": 1,
+                "hash": "h",
+                "predictor": {},
+                "desiredReplicas": 2,
+                "readyReplicas": 1,
+                "autoscaler": {"desired": 2, "panicking": True, "reason": "panic: 9.0 in flight"},
+            }
+        ],
+        "replicas": [
+            {"name": "llm-00001-0", "revision": "llm-00001", "state": "Ready", "node": "n", "gpus": [0]}
+        ],
+    }
+    sqlite_store.update_status(isvc)
+    view = api.get("/ui/api/serving").json()
+    assert view["gateway"] is False  # no gateway in this process: no request series
+    (svc,) = view["services"]
+    assert (svc["name"], svc["ready"], svc["readyReplicas"], svc["desiredReplicas"]) == ("llm", True, 1, 2)
+    assert svc["revisions"][0]["autoscaler"]["panicking"] is True
+    assert svc["replicas"][0]["gpus"] == [0] and svc["series"] == []

@@ -45,8 +45,8 @@ export async function send(method, path, body) {
 }
 
 /** Stream a text response chunk by chunk into onText; resolves when the response ends. */
-export async function streamText(path, onText, signal) {
-  const resp = await check(await fetch(path, { credentials: "same-origin", signal, headers: { Accept: "text/plain" } }));
+export async function streamText(path, onText, signal, accept = "text/plain") {
+  const resp = await check(await fetch(path, { credentials: "same-origin", signal, headers: { Accept: accept } }));
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   for (;;) {
     const { value, done } = await reader.read();
@@ -66,7 +66,7 @@ export async function streamLines(path, onItem, signal) {
       rest = rest.slice(nl + 1);
       if (line) onItem(JSON.parse(line));
     }
-  }, signal);
+  }, signal, "application/x-ndjson");
 }
 
 export function objectPath(plural, namespace, name) {

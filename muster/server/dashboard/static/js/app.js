@@ -12,6 +12,7 @@ import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
 import experiments from "./pages/experiments.js";
 import experiment from "./pages/experiment.js";
+import serving from "./pages/serving.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
 const ROUTES = [
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^\/workflows\/([^/]+)\/([^/]+)$/, "workflows", workflow],
   [/^\/experiments$/, "experiments", experiments],
   [/^\/experiments\/([^/]+)\/([^/]+)$/, "experiments", experiment],
+  [/^\/serving$/, "serving", serving],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],
 ];

@@ -26,7 +26,8 @@ const PHASE = {
   Failed: "bad", Error: "bad",
   Queued: "wait", Pending: "wait", Created: "wait",
   Preempted: "preempt", Suspended: "idle", Skipped: "idle", Omitted: "idle",
-  Stopping: "warn", EarlyStopped: "idle", MetricsUnavailable: "bad", Killed: "idle",
+  EarlyStopped: "idle", MetricsUnavailable: "bad", Killed: "idle",
+  Ready: "ok", Starting: "wait", Draining: "warn", Stopping: "idle", ScaledToZero: "idle", NotReady: "wait",
 };
 
 export function phaseClass(phase) {

@@ -1,0 +1,45 @@
+"""What any document must be before its kind's rules apply: plain JSON a client in any language
+reads back as it was written.
+
+* Nested at most :data:`MAX_DEPTH` levels: a manifest needs about fifteen, and a deeper one
+  would take Python's recursion (copying, validating, encoding) past its limit.
+* Numbers are finite: Python's JSON parser takes ``NaN`` and ``Infinity``, which JSON has not,
+  and which would be stored as something else (``null``) or not read back at all.
+* Integers fit in 64 bits, as kube-apiserver's (Go) decoder requires: a larger one is not an
+  integer that Go, Java or JavaScript clients can hold.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from muster.api.errors import FieldError, child_path
+
+__all__ = ["MAX_DEPTH", "MAX_INT", "document_errors"]
+
+MAX_DEPTH = 64
+MAX_INT = 2**63 - 1
+
+
+def document_errors(doc: Any, limit: int = 20) -> list[FieldError]:
+    """Where ``doc`` is not plain JSON of bounded depth (at most ``limit`` errors); walked with
+    a stack of its own, so a deep document cannot exhaust Python's."""
+    errors: list[FieldError] = []
+    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    while stack and len(errors) < limit:
+        value, path, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth >= MAX_DEPTH:
+                errors.append(FieldError(path, f"is nested more than {MAX_DEPTH} levels deep"))
+                continue
+            if isinstance(value, dict):
+                children = [(item, child_path(path, str(key)), depth + 1) for key, item in value.items()]
+            else:
+                children = [(item, child_path(path, i), depth + 1) for i, item in enumerate(value)]
+            stack.extend(reversed(children))  # popped in document order
+        elif isinstance(value, float) and not math.isfinite(value):
+            errors.append(FieldError(path, "must be a finite number (JSON has no NaN or Infinity)"))
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            errors.append(FieldError(path, f"must be at most {MAX_INT} in size (a 64-bit integer)", value))
+    return errors
