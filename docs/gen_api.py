@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
-from muster.api.compat import core, jobs, katib, kueue, serving
+from muster.api.compat import core, jobs, katib, kueue, rbac, serving
 from muster.api.limits import MAX_DEPTH, MAX_INT
 from muster.api.quantity import MAX_UNITS, format_units
 from muster.api.registry import kinds
@@ -245,6 +245,7 @@ def _converters() -> str:
         (katib, "Katib Experiment"),
         (serving, "KServe InferenceService and KubeAI Model"),
         (core, "Kubernetes core"),
+        (rbac, "Kubernetes RBAC"),
     ):
         lines += [f"### {title}\n", _doc(module) + "\n"]
     return "\n".join(lines)

@@ -44,6 +44,21 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest object the store keeps, as JSON (1.5 MiB, as etcd); a larger write is a 413.",
     )
+    context: str | None = Field(
+        default=None, description="The context of the config file to use instead of its current-context."
+    )
+    config: Path | None = Field(
+        default=None,
+        description="The client config file (contexts, servers, tokens); default $MUSTER_HOME/config.",
+    )
+    namespace_default_queue: str = Field(
+        default="default",
+        description="The ClusterQueue a new Namespace's `default` LocalQueue points at ('' for none); "
+        "a Namespace's annotation muster.dev/default-cluster-queue overrides it.",
+    )
+    audit_retention_days: float = Field(
+        default=30.0, gt=0, description="Days the server keeps audit records (older ones are deleted)."
+    )
     # The server's defaults for `muster doctor` (None: the doctor's own, see docs/operations.md).
     doctor_idle_threshold: float | None = Field(
         default=None, description="Percent utilisation under which an allocated GPU counts as idle (5)."
@@ -74,6 +89,11 @@ class Settings(BaseSettings):
     @property
     def credentials_path(self) -> Path:
         return self.home / home.CREDENTIALS
+
+    @property
+    def config_path(self) -> Path:
+        """The client config file of contexts (``muster config``), mode 0600."""
+        return self.config or self.home / home.CONFIG
 
     @property
     def server_file(self) -> Path:

@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "CONFIG",
     "CREDENTIALS",
     "DEFAULT_HOME",
     "SERVER_FILE",
+    "config_path",
     "home_dir",
     "read_credentials",
     "read_server_file",
@@ -20,12 +22,19 @@ __all__ = [
 DEFAULT_HOME = "~/.muster"
 CREDENTIALS = "credentials"  # {"user", "token"}, 0600, written by `muster up`
 SERVER_FILE = "server.json"  # {"url"}, written by `muster up` so the CLI finds it
+CONFIG = "config"  # the client's contexts (muster.sdk.contexts), 0600
 
 
 def home_dir(home: str | Path | None = None) -> Path:
     """``home`` when given, else ``$MUSTER_HOME``, else ``~/.muster``."""
     chosen = home if home is not None else os.environ.get("MUSTER_HOME") or DEFAULT_HOME
     return Path(os.path.expanduser(str(chosen)))
+
+
+def config_path(home: Path) -> Path:
+    """The client config file of contexts: ``$MUSTER_CONFIG``, else ``config`` in ``home``."""
+    chosen = os.environ.get("MUSTER_CONFIG")
+    return Path(os.path.expanduser(chosen)) if chosen else home / CONFIG
 
 
 def read_server_file(home: Path) -> dict[str, str] | None:

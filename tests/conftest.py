@@ -26,6 +26,8 @@ def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MUSTER_SERVER", raising=False)
     monkeypatch.delenv("MUSTER_TOKEN", raising=False)
     monkeypatch.delenv("MUSTER_STORE", raising=False)
+    monkeypatch.delenv("MUSTER_CONTEXT", raising=False)
+    monkeypatch.delenv("MUSTER_CONFIG", raising=False)
     return home
 
 

@@ -46,6 +46,7 @@ def _k(kind: str, plural: str, short: tuple[str, ...], namespaced: bool, status:
 
 # In a stable order (`muster get` and the docs list them so).
 KINDS: tuple[Kind, ...] = (
+    _k("Namespace", "namespaces", ("ns",), namespaced=False),
     _k("Node", "nodes", ("no",), namespaced=False),
     _k("ResourceFlavor", "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False, status=False),
     _k("Topology", "topologies", (), namespaced=False, status=False),
@@ -63,6 +64,7 @@ KINDS: tuple[Kind, ...] = (
     _k("Workload", "workloads", ("wl",), namespaced=True),
     _k("Pod", "pods", ("po",), namespaced=True),
     _k("Event", "events", ("ev",), namespaced=True, status=False),
+    _k("ResourceQuota", "resourcequotas", ("quota",), namespaced=True),
     _k("Role", "roles", (), namespaced=True, status=False),
     _k("RoleBinding", "rolebindings", (), namespaced=True, status=False),
     _k("ServiceAccount", "serviceaccounts", ("sa",), namespaced=True, status=False),

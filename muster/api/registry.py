@@ -27,6 +27,7 @@ from muster.api.event import Event
 from muster.api.experiment import Experiment
 from muster.api.kinds import Kind, UnknownKind
 from muster.api.limits import document_errors
+from muster.api.namespace import Namespace, ResourceQuota
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
@@ -61,6 +62,7 @@ class Validated:
 _MODELS: dict[str, type[Object]] = {
     model.KIND: model
     for model in (
+        Namespace,
         Node,
         ResourceFlavor,
         Topology,
@@ -78,6 +80,7 @@ _MODELS: dict[str, type[Object]] = {
         Workload,
         Pod,
         Event,
+        ResourceQuota,
         Role,
         RoleBinding,
         ServiceAccount,

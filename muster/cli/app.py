@@ -20,6 +20,9 @@ __all__ = ["COMMANDS", "LazyGroup", "app", "console", "err_console", "load", "lo
 # verb -> module under muster.cli that registers it on `app` when imported; keep this sorted.
 COMMANDS: dict[str, str] = {
     "apply": "apply",
+    "audit": "audit",
+    "auth": "auth",
+    "config": "contexts",
     "delete": "delete",
     "demo": "demo",
     "describe": "describe",
@@ -27,14 +30,17 @@ COMMANDS: dict[str, str] = {
     "get": "get",
     "logs": "logs",
     "node": "node",
+    "patch": "patch",
     "resume": "suspend",
     "retry": "retry",
     "sched": "sched",
     "sim": "sim",
     "suspend": "suspend",
+    "token": "token",
     "top": "top",
     "up": "up",
     "version": "version",
+    "whoami": "auth",
     "why": "why",
 }
 
@@ -138,5 +144,22 @@ err_console: Any = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 @app.callback()
-def _root() -> None:
+def _root(ctx: typer.Context) -> None:
     """Muster: quotas, gang scheduling and pipelines for shared GPUs."""
+    # The namespace of the context in use (muster config) is every command's default -n.
+    from muster.sdk.contexts import context_namespace
+
+    namespace = context_namespace()
+    if namespace:
+        ctx.default_map = _namespace_defaults(ctx.command, namespace)
+
+
+def _namespace_defaults(command: object, namespace: str) -> dict:
+    """Click's default_map giving every command that has a ``namespace`` option ``namespace``."""
+    out: dict = {}
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        if getattr(sub, "commands", None):
+            out[name] = _namespace_defaults(sub, namespace)
+        elif any(p.name == "namespace" for p in sub.params):
+            out[name] = {"namespace": namespace}
+    return out

@@ -167,11 +167,29 @@ COLUMNS: dict[str, list[Column]] = {
         Column("COUNT", "count"),
         Column("MESSAGE", "message"),
     ],
+    "Namespace": [
+        NAME,
+        Column("STATUS", "status.phase"),
+        AGE,
+        Column("DEFAULT-QUEUE", "status.defaultLocalQueue", wide=True),
+        Column("LABELS", "metadata.labels", "map", wide=True),
+    ],
+    "ResourceQuota": [NAME, Column("USED", "status.used", "map"), Column("HARD", "spec.hard", "map"), AGE],
     "Role": [NAME, AGE],
-    "RoleBinding": [NAME, Column("ROLE", "roleRef.name"), AGE],
+    "RoleBinding": [
+        NAME,
+        Column("ROLE", "roleRef.name"),
+        AGE,
+        Column("SUBJECTS", "subjects.*.name", "unique", wide=True),
+    ],
     "ServiceAccount": [NAME, AGE],
     "ClusterRole": [NAME, AGE],
-    "ClusterRoleBinding": [NAME, Column("ROLE", "roleRef.name"), AGE],
+    "ClusterRoleBinding": [
+        NAME,
+        Column("ROLE", "roleRef.name"),
+        AGE,
+        Column("SUBJECTS", "subjects.*.name", "unique", wide=True),
+    ],
 }
 
 

@@ -16,6 +16,7 @@ import typer
 from muster.api.kinds import Kind, UnknownKind, lookup
 from muster.cli.app import err_console
 from muster.sdk.client import Client, discover
+from muster.sdk.contexts import ConfigError
 from muster.sdk.errors import ApiError, ApiUnavailable, BadRequest, Invalid, Unauthorized
 from muster.store.selector import InvalidSelector
 
@@ -45,7 +46,7 @@ ServerOpt = Annotated[
     str | None,
     typer.Option(
         "--server",
-        help="Server URL (default: $MUSTER_SERVER, then the running `muster up`).",
+        help="Server URL (default: $MUSTER_SERVER, the context's cluster, then the running `muster up`).",
         show_default=False,
     ),
 ]
@@ -53,11 +54,13 @@ TokenOpt = Annotated[
     str | None,
     typer.Option(
         "--token",
-        help="Bearer token (default: $MUSTER_TOKEN, then $MUSTER_HOME/credentials).",
+        help="Bearer token (default: $MUSTER_TOKEN, the context's user, then $MUSTER_HOME/credentials).",
         show_default=False,
     ),
 ]
-NamespaceOpt = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of namespaced kinds.")]
+NamespaceOpt = Annotated[
+    str, typer.Option("--namespace", "-n", help="Namespace of namespaced kinds (default: the context's).")
+]
 
 
 class BadInput(Exception):
@@ -135,6 +138,8 @@ def handle_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except InvalidSelector as exc:
         fail(str(exc), EXIT_BAD_INPUT)
+    except ConfigError as exc:
+        fail(f"{exc} (muster config get-contexts)", EXIT_BAD_INPUT)
     except ApiUnavailable as exc:
         fail(f"no Muster server at {exc.url}; start one with `muster up` (or set MUSTER_SERVER)")
     except Unauthorized as exc:

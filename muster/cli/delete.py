@@ -18,6 +18,7 @@ from muster.cli.common import (
     resolve_ref,
 )
 from muster.sdk.errors import ApiNotFound
+from muster.store.selector import parse_selector
 
 __all__ = ["delete"]
 
@@ -34,11 +35,21 @@ def delete(
     ignore_not_found: Annotated[
         bool, typer.Option("--ignore-not-found", help="Objects already gone are not an error.")
     ] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every object of KIND in the namespace.")] = False,
+    selector: Annotated[
+        str | None,
+        typer.Option(
+            "--selector", "-l", help="Every object of KIND matching this label selector.", show_default=False
+        ),
+    ] = None,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Delete objects by name, or those in FILE."""
+    """Delete objects by name, every one of a kind (--all, -l), or those in FILE."""
     with handle_errors():
+        if all_ or selector:
+            _delete_collection(kind, names or [], filename or [], namespace, selector, server, token)
+            return
         targets = _targets(kind, names or [], filename or [], namespace)
         missing = 0
         with connect(server, token) as client:
@@ -68,8 +79,30 @@ def _targets(
     info, first = resolve_ref(kind, None)
     all_names = ([first] if first else []) + names
     if not all_names:
-        raise BadInput([f"error: name the {info.kind}s to delete (deleting all of a kind is not supported)"])
+        raise BadInput([f"error: name the {info.kind}s to delete, or give --all or -l SELECTOR"])
     return [(info.kind, n, namespace if info.namespaced else None) for n in all_names]
+
+
+def _delete_collection(
+    kind: str | None,
+    names: list[str],
+    files: list[str],
+    namespace: str,
+    selector: str | None,
+    server: str | None,
+    token: str | None,
+) -> None:
+    if not kind or names or files or "/" in kind:
+        raise BadInput(["error: --all and -l take a KIND alone (muster delete tj --all -n NAMESPACE)"])
+    if selector:
+        parse_selector(selector)
+    info, _ = resolve_ref(kind, None)
+    with connect(server, token) as client:
+        deleted = client.delete_collection(info.kind, namespace if info.namespaced else None, selector)
+    for obj in deleted:
+        console.print(f"{info.kind.lower()}/{obj['metadata']['name']} deleted", markup=False)
+    if not deleted:
+        console.print("No resources found.", markup=False)
 
 
 def _from_files(files: list[str]) -> list[tuple[str, str, str | None]]:

@@ -10,7 +10,9 @@ import typer
 from muster.api.kinds import Kind
 from muster.api.labels import EXPERIMENT_LABEL
 from muster.cli.app import app, console
+from muster.cli.audit import print_audit
 from muster.cli.common import (
+    BadInput,
     NamespaceOpt,
     ServerOpt,
     TokenOpt,
@@ -38,12 +40,31 @@ def get(
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="After listing, print changes as they happen.")
     ] = False,
+    request_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--request-timeout",
+            min=0,
+            help="With -w: stop after this many seconds without a change.",
+            show_default=False,
+        ),
+    ] = None,
+    audit: Annotated[
+        bool, typer.Option("--audit", help="With events: the audit log instead (see muster audit).")
+    ] = False,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """List objects of a kind, or show one."""
     with handle_errors():
         info, name = resolve_ref(kind, name)
+        if audit:
+            if info.kind != "Event" or name:
+                raise BadInput(["error: --audit goes with `get events` (or use `muster audit`)"])
+            with connect(server, token) as client:
+                items = client.audit(None if all_namespaces else namespace, limit=200)
+            print_audit(items, output)
+            return
         if selector:
             parse_selector(selector)  # a typo fails here, before any request
         ns = None if (all_namespaces and not name) or not info.namespaced else namespace
@@ -69,7 +90,7 @@ def get(
                     trials.sort(key=lambda t: int(t["spec"].get("index") or 0))
                     print_objects("Trial", trials, output, single=False, namespaces=False)
             if watch:
-                _follow(client, info, ns, name, selector, version, output, table)
+                _follow(client, info, ns, name, selector, version, output, table, request_timeout)
 
 
 def _follow(
@@ -81,10 +102,14 @@ def _follow(
     version: str,
     output: Output,
     table: Table,
+    timeout: float | None = None,
 ) -> None:
-    """Print every change after ``version`` until interrupted (Ctrl-C ends it quietly)."""
+    """Print every change after ``version`` until interrupted (Ctrl-C ends it quietly) or
+    ``timeout`` seconds pass without one."""
     try:
-        for event in client.watch(info.kind, namespace, resource_version=version, selector=selector):
+        for event in client.watch(
+            info.kind, namespace, resource_version=version, selector=selector, timeout=timeout
+        ):
             obj: dict[str, Any] = event["object"]
             if name and obj["metadata"]["name"] != name:
                 continue

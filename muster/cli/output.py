@@ -19,6 +19,7 @@ __all__ = [
     "print_field",
     "print_heading",
     "print_objects",
+    "print_records",
     "print_rows",
     "print_tasks",
     "print_value",
@@ -112,6 +113,24 @@ def print_events(events: list[dict[str, Any]], now: datetime, indent: str = "  "
         ],
         indent,
     )
+
+
+def print_records(
+    list_kind: str,
+    items: list[dict[str, Any]],
+    output: Output,
+    headers: list[str],
+    rows: list[list[str]],
+    empty: str,
+) -> None:
+    """Records that are not objects of a kind (tokens, audit records): a ``list_kind`` with
+    ``-o json|yaml``, else the ``rows`` under ``headers``, or ``empty`` when there are none."""
+    if output in (Output.json, Output.yaml):
+        print_value({"apiVersion": "muster.dev/v1", "kind": list_kind, "items": items}, output)
+    elif not items:
+        console.print(empty, markup=False)
+    else:
+        print_rows(headers, rows)
 
 
 def print_tasks(wf: dict[str, Any], wide: bool = False, indent: str = "") -> None:

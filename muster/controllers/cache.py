@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str, str]
 
 WATCHED_KINDS = (
+    "Namespace",
+    "ResourceQuota",
     "Node",
     "ResourceFlavor",
     "Topology",

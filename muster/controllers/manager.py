@@ -11,9 +11,11 @@ One thread drives, in order, on every pass:
    and their TrainingJobs);
 5. the TrainingJob controller, for the jobs whose objects changed, and the InferenceService
    controller, for the services whose objects changed (or whose gateway asked for a look);
-6. the Workload controller (the eviction handshake);
+6. the Workload controller (the eviction handshake), then the Namespace controller (a new
+   namespace's default LocalQueue);
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
    workflows it admitted are reconciled at once, so their pods are created in the same pass;
+   then the ResourceQuotas' usage;
 8. the pod executor again, which starts the new pods and stops the ones asked to stop.
 
 Passes are triggered by store changes (the cache's watch), by the runtime's reports, by
@@ -53,6 +55,7 @@ from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.context import Context, EventRecorder
 from muster.controllers.experiment import ExperimentController
 from muster.controllers.insight.metrics import ClusterState
+from muster.controllers.namespaces.controller import NamespaceController, QuotaController
 from muster.controllers.nodes.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
 from muster.controllers.nodes.health import HealthController
 from muster.controllers.nodes.registration import NodeController
@@ -89,6 +92,8 @@ RUNTIMES = ("local", "kubernetes", "ray")
 # Kinds whose changes can change a scheduling decision (Pods only when they end or go).
 _SCHEDULER_KINDS = frozenset(
     {
+        "Namespace",
+        "ResourceQuota",
         "Workload",
         "Node",
         "ClusterQueue",
@@ -122,6 +127,8 @@ class ManagerConfig:
     # how long a runtime that starts gangs as one unit (Ray, Kubernetes) may take to place one
     gang_timeout_seconds: float = 60.0
     node_grace_seconds: float = 40.0
+    # the ClusterQueue of a new Namespace's default LocalQueue ("" for none): MUSTER_NAMESPACE_DEFAULT_QUEUE
+    namespace_default_queue: str = field(default_factory=lambda: settings().namespace_default_queue)
     gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
     gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
     clock: Callable[[], float] = field(default=time.time)
@@ -171,6 +178,8 @@ class Manager:
         )
         self.serving = ServingController(self.ctx, native_pods=isinstance(self.runtime, SupportsNativePods))
         self.workloads = WorkloadController(self.ctx)
+        self.namespaces = NamespaceController(self.ctx, self.config.namespace_default_queue)
+        self.quotas = QuotaController(self.ctx)
         self.scheduler = SchedulerLoop(
             self.ctx,
             Policy(placement=self.config.placement),
@@ -348,12 +357,15 @@ class Manager:
         self.serving.created = 0
         self._reconcile_services(services)
         self._reconcile_workloads(changed, full)
+        self._reconcile_namespaces(changed, full)
         # a replica created this pass (a scale-up from zero waits on it) is placed in this pass too
         if self._scheduling_needed(changed, full) or self.serving.created:
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
             self._reconcile_jobs(_jobs_of(admitted))
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
             self._reconcile_services(_owners_of(admitted, "InferenceService", SERVING_SERVICE_LABEL))
+        if full or any(k[0] in ("Workload", "ResourceQuota") for k in changed):
+            self.quotas.sync()
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:
@@ -406,6 +418,17 @@ class Manager:
             wl = cache.get("Workload", name, ns or None)
             if wl is not None:
                 self.workloads.reconcile(wl)
+
+    def _reconcile_namespaces(self, changed: dict[Key, Obj | None], full: bool) -> None:
+        cache = self.ctx.cache
+        if full:
+            names = [n["metadata"]["name"] for n in cache.list("Namespace")]
+        else:
+            names = [name for (kind, _ns, name) in changed if kind == "Namespace"]
+        for name in sorted(names):
+            ns = cache.get("Namespace", name)
+            if ns is not None:
+                self.namespaces.reconcile(ns)
 
     def _scheduling_needed(self, changed: dict[Key, Obj | None], full: bool) -> bool:
         if full:

@@ -14,6 +14,8 @@ the ones before it:
    placement are charged for the rest of the cycle, so nothing later takes them;
 4. otherwise, with ``minCount``, the largest proportional reduction that fits is admitted
    (Kueue's pod set reducer; failing that, preemption for the minimum counts);
+   before all of these, the counts must fit the namespace's quotas (ResourceQuota,
+   :mod:`.namespaces`): no preemption makes room there;
 5. otherwise it stays pending with a reason.
 
 Under StrictFIFO a head that is not admitted blocks the rest of its queue
@@ -64,6 +66,7 @@ class _Outcome:
     targets: list[Target] = field(default_factory=list)
     evals: list[Assignment] = field(default_factory=list)
     failures: list[tuple[Assignment, PlacementFailure]] = field(default_factory=list)
+    namespace_block: tuple[str, dict] | None = None  # a ResourceQuota of the namespace is full
 
 
 class _Admitter:
@@ -183,6 +186,9 @@ class _Admitter:
         c = self.c
         cq = node.cq
         assert cq is not None
+        blocked = c.namespaces.blocked(w.namespace, w.pod_sets, counts)
+        if blocked is not None:
+            return _Outcome("fail", namespace_block=blocked)
         evals = [plan.evaluate(c.tree, node, combo, counts, c.fair) for combo in plan.combos()]
         fits: list[Assignment] = []
         deferred: list[Assignment] = []
@@ -284,6 +290,7 @@ class _Admitter:
         a = out.assignment
         assert a is not None and out.placement is not None
         self.c.tree.add_usages(node, a.usage)
+        self.c.namespaces.charge(w.namespace, w.pod_sets, a.counts)
         self._bump(node)
         pod_sets = self._pod_sets(w, a, out.placement)
         merged: dict[str, str] = {}
@@ -298,6 +305,7 @@ class _Admitter:
         for t in out.targets:  # victims stay removed: candidate scans skip them
             self.d.preempted.append(Preemption(t.info.wl, t.reason, w))
         self.c.tree.add_usages(node, a.usage)  # the preemptor keeps its claim for the cycle
+        self.c.namespaces.charge(w.namespace, w.pod_sets, a.counts)
         self._epoch += 1
         msg, details = R.waiting_message([(t.info.wl.name, t.reason) for t in out.targets], node.name)
         placement = out.placement if out.placement is not None else GangPlacement()
@@ -335,6 +343,9 @@ class _Admitter:
     # -- reasons --------------------------------------------------------------------------
 
     def _fail_reason(self, w: PendingWorkload, node: QuotaNode, plan: FlavorPlan, out: _Outcome) -> Pending:
+        if out.namespace_block is not None:
+            message, details = out.namespace_block
+            return Pending(w, R.RESOURCE_QUOTA_EXCEEDED, message, details)
         if out.failures:
             # placement failed quietly (it is cheaper, and preemption might have helped):
             # place the first assignment again to explain why, against the same state
@@ -402,7 +413,9 @@ class _Admitter:
             ]
         )
         ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
-        sig = self._sigs[id(w)] = (node.name, w.priority, w.can_preempt, ts, shape)
+        # A namespace with quotas decides too: its workloads share outcomes only among themselves.
+        ns = w.namespace if self.c.namespaces.limited(w.namespace) else ""
+        sig = self._sigs[id(w)] = (node.name, w.priority, w.can_preempt, ts, shape, ns)
         return sig
 
     def _epochs(self, node: QuotaNode) -> tuple[int, int]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from muster.scheduler.decisions import Decisions, as_table
+from muster.scheduler.namespaces import NamespaceLedger
 from muster.scheduler.nodes import NodeTable, gpu_tag
 from muster.scheduler.ordering import candidate_key
 from muster.scheduler.placement.fragmentation import typical_pods
@@ -166,6 +167,7 @@ class Cycle:
         self.tree = QuotaTree(snapshot, with_admitted=False)
         self.rng = np.random.default_rng(policy.seed)
         self.decisions = Decisions()
+        self.namespaces = NamespaceLedger(snapshot)
         self.table: NodeTable | None = None
         self.placer: Placer | None = None
         if snapshot.nodes is not None:

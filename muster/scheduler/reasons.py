@@ -19,6 +19,7 @@ __all__ = [
     "NO_MATCHING_FLAVOR",
     "QUEUE_STOPPED",
     "QUOTA_EXHAUSTED",
+    "RESOURCE_QUOTA_EXCEEDED",
     "STRICT_FIFO_BLOCKED",
     "TOPOLOGY_UNSATISFIABLE",
     "WAITING_FOR_PREEMPTION",
@@ -37,6 +38,7 @@ GANG_INCOMPLETE = "GangIncomplete"
 STRICT_FIFO_BLOCKED = "StrictFIFOBlocked"
 QUEUE_STOPPED = "QueueStopped"
 INADMISSIBLE = "Inadmissible"
+RESOURCE_QUOTA_EXCEEDED = "ResourceQuotaExceeded"  # a ResourceQuota of the namespace is full
 
 CODES = (
     QUOTA_EXHAUSTED,
@@ -49,6 +51,7 @@ CODES = (
     STRICT_FIFO_BLOCKED,
     QUEUE_STOPPED,
     INADMISSIBLE,
+    RESOURCE_QUOTA_EXCEEDED,
 )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "Cohort",
     "Flavor",
     "FlavorQuotas",
+    "NamespaceQuota",
     "Node",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -260,6 +261,19 @@ class Cohort:
     fair_weight: float = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceQuota:
+    """A namespace's ResourceQuota: the most the admitted workloads of ``namespace`` may hold
+    together, on top of their cluster queues' quota. ``hard`` maps ``"pods"`` (a pod count) and
+    resource names (in units, ``nvidia.com/gpu`` in milli-GPU as quota charges it) to limits;
+    ``keys`` gives each the key the user wrote (``requests.nvidia.com/gpu``), for messages."""
+
+    namespace: str
+    name: str
+    hard: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class PodSet:
     """Identical pods of a pending workload, all placed or none (with ``min_count`` the
@@ -365,6 +379,8 @@ class Snapshot:
     :class:`Node`, or a prebuilt :class:`~muster.scheduler.nodes.NodeTable` (drivers that
     call :func:`schedule` often keep one and update it with
     :func:`~muster.scheduler.decisions.apply_decisions`). ``pending`` may be in any order.
+    ``namespace_quotas`` cap what each namespace's admitted workloads hold together (admitted
+    ones count, evicting ones too, until their pods are gone).
     """
 
     cluster_queues: list[ClusterQueue]
@@ -373,3 +389,4 @@ class Snapshot:
     cohorts: list[Cohort] = field(default_factory=list)
     flavors: list[Flavor] = field(default_factory=list)
     nodes: list[Node] | NodeTable | None = None
+    namespace_quotas: list[NamespaceQuota] = field(default_factory=list)

@@ -6,7 +6,8 @@ raise the typed errors of :mod:`muster.sdk.errors`; no server at the URL raises
 :class:`~muster.sdk.errors.ApiUnavailable`.
 
 Where the server and token come from (:func:`discover`), first match wins: explicit
-arguments (``--server``/``--token``), ``MUSTER_SERVER``/``MUSTER_TOKEN``, then the
+arguments (``--server``/``--token``), ``MUSTER_SERVER``/``MUSTER_TOKEN``, the context of the
+config file (``$MUSTER_CONTEXT`` or its current-context, :mod:`muster.sdk.contexts`), then the
 ``server.json`` and ``credentials`` a ``muster up`` wrote into ``$MUSTER_HOME``.
 """
 
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 
 from muster.api.kinds import API_VERSION, Kind, lookup
 from muster.home import CREDENTIALS, home_dir, read_credentials, read_server_file
+from muster.sdk.contexts import current_context
 from muster.sdk.errors import ApiUnavailable, error_from_response
 from muster.sdk.http import Http, Response, Stream, TransportError
 
@@ -40,11 +42,12 @@ def discover(
     # The environment is read here directly, not through muster.config's settings: every CLI
     # call discovers, and the settings machinery costs more than the rest of a short call.
     where = home_dir(home)
-    url = server or os.environ.get("MUSTER_SERVER")
+    context = current_context(where)
+    url = server or os.environ.get("MUSTER_SERVER") or (context.server if context else None)
     if not url:
         written = read_server_file(where)
         url = written.get("url") if written else None
-    tok = token or os.environ.get("MUSTER_TOKEN")
+    tok = token or os.environ.get("MUSTER_TOKEN") or (context.token if context else None)
     if not tok:
         creds = read_credentials(where / CREDENTIALS)
         tok = creds["token"] if creds else None
@@ -103,6 +106,24 @@ class Client:
         info = lookup(kind)
         params = {"resourceVersion": resource_version} if resource_version else None
         return self._request("DELETE", _object_path(info, name, namespace), params=params)
+
+    def patch(
+        self, kind: str, name: str, patch: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        """Apply a JSON merge patch (``{"spec": {"runPolicy": {"suspend": true}}}``; ``None``
+        removes a field); the object as stored."""
+        info = lookup(kind)
+        headers = {"Content-Type": "application/merge-patch+json"}
+        return self._request("PATCH", _object_path(info, name, namespace), json_body=patch, headers=headers)
+
+    def delete_collection(
+        self, kind: str, namespace: str | None = None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Delete every object of ``kind`` in ``namespace`` (matching ``selector``); what was deleted."""
+        info = lookup(kind)
+        params = {"labelSelector": selector} if selector else None
+        path = _collection_path(info, (namespace or "default") if info.namespaced else None)
+        return self._request("DELETE", path, params=params)["items"]
 
     def apply(self, documents: Sequence[Any], dry_run: bool = False) -> list[dict[str, Any]]:
         """Create or update every document, all or none; one result dict per document
@@ -182,6 +203,91 @@ class Client:
         did not fail is refused (:class:`ObjectConflict`)."""
         path = f"{_PREFIX}/namespaces/{namespace or 'default'}/workflows/{name}/retry"
         return self._request("POST", path)["tasks"]
+
+    # -- identities and access ------------------------------------------------------------
+
+    def whoami(self) -> dict[str, Any]:
+        """The caller's identity: ``username``, ``groups`` and ``extra`` (token id and expiry)."""
+        review = self._request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", json_body={})
+        return review["status"]["userInfo"]
+
+    def can_i(
+        self,
+        verb: str,
+        resource: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        *,
+        subresource: str | None = None,
+        group: str | None = None,
+        path: str | None = None,
+        as_user: str | None = None,
+        as_groups: Sequence[str] = (),
+    ) -> tuple[bool, str]:
+        """May the caller (or ``as_user``, which needs ``create subjectaccessreviews``) do it?
+        ``(allowed, reason)``, as ``kubectl auth can-i``; ``path`` asks about a non-resource URL."""
+        if path is not None:
+            spec: dict[str, Any] = {"nonResourceAttributes": {"verb": verb, "path": path}}
+        else:
+            attrs = {"verb": verb, "resource": resource, "namespace": namespace or "", "name": name or ""}
+            attrs.update({k: v for k, v in (("subresource", subresource), ("group", group)) if v})
+            spec = {"resourceAttributes": attrs}
+        review = "selfsubjectaccessreviews"
+        if as_user:
+            spec.update(user=as_user, groups=list(as_groups))
+            review = "subjectaccessreviews"
+        answer = self._request("POST", f"/apis/authorization.k8s.io/v1/{review}", json_body={"spec": spec})
+        status = answer["status"]
+        return bool(status.get("allowed")), str(status.get("reason") or "")
+
+    def rules(self, namespace: str | None = None) -> dict[str, Any]:
+        """Every rule that applies to the caller in ``namespace``: ``resourceRules`` and
+        ``nonResourceRules`` (``muster auth can-i --list``)."""
+        body = {"spec": {"namespace": namespace or ""}}
+        return self._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", json_body=body)[
+            "status"
+        ]
+
+    def create_token(
+        self,
+        user: str | None = None,
+        groups: Sequence[str] = (),
+        *,
+        service_account: tuple[str, str] | None = None,
+        expiration_seconds: int | None = None,
+        description: str = "",
+    ) -> dict[str, Any]:
+        """A new token for ``user`` (with ``groups``) or ``service_account`` (namespace, name);
+        the token itself is in ``status.token``, shown this once."""
+        body: dict[str, Any] = {"expirationSeconds": expiration_seconds, "description": description}
+        if service_account is not None:
+            ns, name = service_account
+            return self._request(
+                "POST", f"{_PREFIX}/namespaces/{ns}/serviceaccounts/{name}/token", json_body=body
+            )
+        body.update(user=user, groups=list(groups))
+        return self._request("POST", f"{_PREFIX}/tokens", json_body=body)
+
+    def tokens(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The tokens the caller may list (never a token itself): a namespace's ServiceAccount
+        tokens, or every token (``namespace=None``)."""
+        path = f"{_PREFIX}/namespaces/{namespace}/tokens" if namespace else f"{_PREFIX}/tokens"
+        return self._request("GET", path)["items"]
+
+    def revoke_token(self, token_id: str, namespace: str | None = None) -> dict[str, Any]:
+        """Revoke a token by id (a ServiceAccount's lives in its namespace)."""
+        path = (
+            f"{_PREFIX}/namespaces/{namespace}/tokens/{token_id}"
+            if namespace
+            else f"{_PREFIX}/tokens/{token_id}"
+        )
+        return self._request("DELETE", path)
+
+    def audit(self, namespace: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Audit records, newest first: ``since``/``until`` (RFC 3339 or 30m, 2h, 7d), ``user``,
+        ``verb``, ``resource``, ``name``, ``failed``, ``limit``; one namespace or all."""
+        path = f"{_PREFIX}/namespaces/{namespace}/auditevents" if namespace else f"{_PREFIX}/auditevents"
+        return self._request("GET", path, params=filters)["items"]
 
     def health(self) -> bool:
         """True when a server answers ``/healthz`` (no token needed)."""

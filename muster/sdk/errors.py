@@ -17,6 +17,7 @@ __all__ = [
     "ApiNotFound",
     "ApiUnavailable",
     "BadRequest",
+    "Forbidden",
     "Invalid",
     "ObjectAlreadyExists",
     "ObjectConflict",
@@ -62,6 +63,22 @@ class Unauthorized(ApiError):
     pass
 
 
+class Forbidden(ApiError):
+    """403: the identity may not do it; ``details`` names the verb, resource, namespace and the
+    missing rule."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        errors: list[dict[str, Any]] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(code, reason, message, errors)
+        self.details = details or {}
+
+
 class Invalid(ApiError):
     """422: the object or a document broke field rules; nothing was stored."""
 
@@ -98,6 +115,7 @@ _BY_REASON: dict[str, type[ApiError]] = {
     "Expired": ResourceExpired,
     "Invalid": Invalid,
     "Unauthorized": Unauthorized,
+    "Forbidden": Forbidden,
     "BadRequest": BadRequest,
     "ResourceVersionTooLarge": ResourceVersionTooLarge,
     "RequestEntityTooLarge": RequestTooLarge,
@@ -112,4 +130,7 @@ def error_from_response(code: int, body: Any) -> ApiError:
     reason = str(err.get("reason", "Error"))
     cls = _BY_REASON.get(reason, ApiError)
     errors = err.get("errors") if isinstance(err.get("errors"), list) else None
+    if cls is Forbidden:
+        details = err.get("details") if isinstance(err.get("details"), dict) else None
+        return Forbidden(code, reason, str(err.get("message", "")), errors, details)
     return cls(code, reason, str(err.get("message", "")), errors)

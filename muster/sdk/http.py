@@ -138,7 +138,7 @@ class Http:
         all_headers = {**self.headers, **(headers or {})}
         if json_body is None:
             return None, all_headers
-        all_headers["Content-Type"] = "application/json"
+        all_headers.setdefault("Content-Type", "application/json")  # a merge patch names its own
         return json.dumps(json_body, separators=(",", ":")).encode(), all_headers
 
     def _url(self, path: str, params: Mapping[str, Any] | None) -> str:

@@ -1,7 +1,8 @@
 """The FastAPI application and its lifecycle.
 
 :func:`create_app` wires the store into thin routers (one generated per kind), the error
-shape, bearer auth and metrics. Start-up work is a list of :class:`Hook`\\ s run in order by
+shape, authentication, authorization (one guard every route passes, :mod:`muster.server.access`),
+the audit log and metrics. Start-up work is a list of :class:`Hook`\\ s run in order by
 the app's lifespan and stopped in reverse order at shutdown: creating the defaults is the
 first; the manager (controllers, scheduler loop, runtime) registers its own hook in
 :func:`muster.server.hooks.server_hooks`, so everything runs in the one ``muster up``
@@ -23,12 +24,17 @@ from fastapi import Depends, FastAPI
 from muster import __version__
 from muster.api import registry
 from muster.config import settings
-from muster.server.auth import BearerAuth, TokenSet
+from muster.server.access.audit import AuditMiddleware, AuditWriter
+from muster.server.access.bootstrap import ensure_builtin
+from muster.server.access.guard import guard
+from muster.server.access.policy import AccessControl
+from muster.server.auth import BearerAuth
 from muster.server.dashboard import install_dashboard
 from muster.server.errors import install_error_handlers
 from muster.server.limits import BodyLimit
 from muster.server.metrics import MetricsMiddleware, ServerMetrics
 from muster.server.negotiation import check_request
+from muster.server.routes import access as access_routes
 from muster.server.routes import actions, apply, faults, insight, logs, system
 from muster.server.routes.objects import kind_router
 from muster.server.services.objects import ObjectService
@@ -70,17 +76,22 @@ def create_app(
     home: Path | None = None,
     max_request_bytes: int | None = None,
 ) -> FastAPI:
-    """The API server over ``store``; requests must carry one of ``tokens``. ``home`` is the
-    ``MUSTER_HOME`` whose pod logs it serves until a runtime registers itself (default: the
-    settings' home); ``max_request_bytes`` the largest request body it reads (default: the
-    settings', 3 MiB)."""
+    """The API server over ``store``; ``tokens`` are the bootstrap admin tokens (other
+    identities hold tokens made by ``muster token create``). Every route is authorized by
+    :func:`muster.server.access.guard.guard`. ``home`` is the ``MUSTER_HOME`` whose pod logs it
+    serves until a runtime registers itself (default: the settings' home);
+    ``max_request_bytes`` the largest request body it reads (default: the settings', 3 MiB)."""
     metrics = ServerMetrics(store)
-    token_set = TokenSet(tokens)
+    access = AccessControl(store, tokens)
+    audit = AuditWriter(store, settings().audit_retention_days)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = ServerContext(store=store, metrics=metrics, app=app)
         started: list[Hook] = []
+        access.start()
+        ensure_builtin(store)
+        audit.start()
         try:
             for hook in hooks:
                 log.info("starting %s", hook.name)
@@ -96,26 +107,31 @@ def create_app(
                         await _call(hook.stop, ctx)
                     except Exception:  # stop the others anyway
                         log.exception("stopping %s failed", hook.name)
+            audit.stop()
+            access.stop()
 
     app = FastAPI(
         title="Muster",
         version=__version__,
         description="GPU-aware orchestration of ML jobs: quotas, gangs, preemption, pipelines.",
         lifespan=lifespan,
+        # Every route, now or added later, is authorized first; then 400 (unknown query), 406 and
+        # 415 before any route acts.
+        dependencies=[Depends(guard), Depends(check_request)],
         docs_url=None,  # a browser cannot send the bearer token the docs page would need
         redoc_url=None,
-        dependencies=[Depends(check_request)],  # 400 (unknown query), 406, 415 before any route acts
         # One schema per model, as validated: the serialization one of a kind is empty (its
         # serializer is a function), which left the OpenAPI document without the kinds' fields.
         separate_input_output_schemas=False,
     )
     app.state.store = store
-    app.state.objects = ObjectService(store)
+    app.state.objects = ObjectService(store, observe=access.observe, forget=access.forget)
     app.state.metrics = metrics
     app.state.ready = False
     app.state.home = home if home is not None else settings().home
     app.state.log_source = None  # muster.server.logs.use_log_source
-    app.state.tokens = token_set  # the dashboard's sign-in checks a token against the same set
+    app.state.access = access  # who a token is and what it may do (the guard, the sign-in)
+    app.state.audit = audit
     app.state.manager = None  # muster.server.views.use_manager
     app.state.gateway = None  # the serving gateway of muster.server.hooks, when it runs
     install_error_handlers(app)
@@ -125,13 +141,15 @@ def create_app(
     app.include_router(insight.router)
     app.include_router(faults.router)
     app.include_router(actions.router)
+    app.include_router(access_routes.router)
     for info in registry.kinds():
         app.include_router(kind_router(info))
     install_dashboard(app)
-    # Outermost first: metrics see every request, including the ones auth turns away; the body
-    # limit counts only what an authenticated client sends.
+    # Outermost last: metrics see every request, audit every write, including those auth turns
+    # away; the body limit counts only what an authenticated client sends.
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes or settings().max_request_bytes)
-    app.add_middleware(BearerAuth, tokens=token_set)
+    app.add_middleware(BearerAuth, access=access)
+    app.add_middleware(AuditMiddleware, writer=audit)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 

@@ -3,9 +3,11 @@
 On first start ``muster up`` generates an admin token into ``$MUSTER_HOME/credentials``
 (JSON, mode 0600, created with O_EXCL so two starting servers cannot both write it). Every
 request but ``GET /healthz`` (and the dashboard's sign-in page and static files, which hold
-no data) must carry the token; anything else gets 401 in the API's error shape. Roles and
-bindings (DESIGN §10) will map tokens to identities here; until then a valid token is the
-admin.
+no data) must carry a token; anything else gets 401 in the API's error shape. The bootstrap
+token is the user ``admin`` in the group ``system:masters`` (allowed everything); the
+tokens of users and ServiceAccounts (``muster token create``) are checked against their stored
+hashes by :class:`muster.server.access.policy.AccessControl`, which also gives each token its
+identity (docs/access-control.md).
 
 A token arrives in one of two ways:
 
@@ -35,6 +37,7 @@ from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from muster.config import read_credentials
+from muster.server.access.policy import AccessControl
 from muster.server.errors import error_response
 
 __all__ = [
@@ -43,7 +46,6 @@ __all__ = [
     "SESSION_COOKIE",
     "BearerAuth",
     "Credentials",
-    "TokenSet",
     "load_credentials",
     "load_or_create_credentials",
 ]
@@ -94,33 +96,21 @@ def load_or_create_credentials(path: Path) -> Credentials:
     return creds
 
 
-class TokenSet:
-    """The tokens a server accepts."""
-
-    def __init__(self, tokens: Collection[str]) -> None:
-        if not tokens:
-            raise ValueError("the server needs at least one token")
-        self._tokens = [t.encode() for t in tokens]
-
-    def valid(self, presented: str | bytes) -> bool:
-        token = presented.encode() if isinstance(presented, str) else presented
-        # compare_digest against every token: the time taken does not reveal which one matched.
-        return any([secrets.compare_digest(token, t) for t in self._tokens])
-
-
 class BearerAuth:
-    """ASGI middleware: 401 unless the request carries one of ``tokens`` (or is public)."""
+    """ASGI middleware: who the request comes from (``scope["state"]["user"]``, a
+    :class:`UserInfo`), or 401 unless the path is public. What the identity may do is decided
+    after routing, by :mod:`muster.server.access.guard`."""
 
     def __init__(
         self,
         app: ASGIApp,
-        tokens: TokenSet | Collection[str],
+        access: AccessControl,
         public_paths: Collection[str] = PUBLIC_PATHS,
         public_prefixes: tuple[str, ...] = PUBLIC_PREFIXES,
         page_paths: Collection[str] = PAGE_PATHS,
     ) -> None:
         self.app = app
-        self.tokens = tokens if isinstance(tokens, TokenSet) else TokenSet(tokens)
+        self.access = access
         self.public_paths = frozenset(public_paths)
         self.public_prefixes = public_prefixes
         self.page_paths = frozenset(page_paths)
@@ -134,7 +124,8 @@ class BearerAuth:
         presented, by_cookie = _bearer(headers), False
         if presented is None:
             presented, by_cookie = _cookie(headers, SESSION_COOKIE), True
-        if presented is None or not self.tokens.valid(presented):
+        user, why = self.access.authenticate(presented) if presented is not None else (None, "")
+        if user is None:
             if path in self.page_paths and scope.get("method") in _SAFE_METHODS:
                 await RedirectResponse(LOGIN_PATH, status_code=303)(scope, receive, send)
             elif presented is None:
@@ -144,8 +135,9 @@ class BearerAuth:
                 )
                 await error_response(401, message, "Unauthorized")(scope, receive, send)
             else:
-                await error_response(401, "invalid token", "Unauthorized")(scope, receive, send)
+                await error_response(401, why or "invalid token", "Unauthorized")(scope, receive, send)
             return
+        scope.setdefault("state", {})["user"] = user
         if by_cookie and scope.get("method") not in _SAFE_METHODS and CSRF_HEADER.lower() not in headers:
             message = f"a request signed in by the session cookie must send the {CSRF_HEADER} header to write"
             await error_response(403, message, "Forbidden")(scope, receive, send)

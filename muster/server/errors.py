@@ -78,6 +78,10 @@ class ErrorBody(BaseModel):
     errors: list[FieldErrorBody] = Field(
         default_factory=list, description="Field errors, when fields broke rules."
     )
+    details: dict[str, Any] | None = Field(
+        default=None,
+        description="Forbidden: the user, verb, resource, namespace, name and the missing rule.",
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -102,6 +106,7 @@ class ApiError(Exception):
         reason: str | None = None,
         errors: Sequence[dict[str, Any]] = (),
         headers: Mapping[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -109,14 +114,21 @@ class ApiError(Exception):
         self.reason = reason or _REASONS.get(code, "Error")
         self.errors = list(errors)
         self.headers = dict(headers) if headers else None
+        self.details = details
 
 
 def error_body(
-    code: int, message: str, reason: str | None = None, errors: Sequence[dict[str, Any]] = ()
+    code: int,
+    message: str,
+    reason: str | None = None,
+    errors: Sequence[dict[str, Any]] = (),
+    details: dict[str, Any] | None = None,
 ) -> dict:
     body: dict[str, Any] = {"code": code, "reason": reason or _REASONS.get(code, "Error"), "message": message}
     if errors:
         body["errors"] = list(errors)
+    if details:
+        body["details"] = details
     return {"error": body}
 
 
@@ -126,10 +138,13 @@ def error_response(
     reason: str | None = None,
     errors: Sequence[dict] = (),
     headers: Mapping[str, str] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> Response:
     extra = {"WWW-Authenticate": "Bearer"} if code == 401 else {}
     extra.update(headers or {})
-    return json_response(error_body(code, message, reason, errors), status_code=code, headers=extra or None)
+    return json_response(
+        error_body(code, message, reason, errors, details), status_code=code, headers=extra or None
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -158,7 +173,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _api_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.code, exc.message, exc.reason, exc.errors, exc.headers)
+    return error_response(exc.code, exc.message, exc.reason, exc.errors, exc.headers, exc.details)
 
 
 async def _too_large(_request: Request, exc: Exception) -> Response:

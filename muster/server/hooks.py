@@ -59,8 +59,8 @@ def _start_gateway(ctx: ServerContext, config: GatewayConfig) -> None:
     manager: Manager = ctx.state["manager"]
     key = "InferenceService"
     gateway = Gateway(poke=lambda ns, name: manager.ctx.cache.mark([(key, ns, name)]))
-    # The API's own token check, in front of every gateway path but /healthz.
-    app = BearerAuth(gateway, tokens=ctx.app.state.tokens, public_paths={"/healthz"}, page_paths=())
+    # The API's own authentication (any valid identity), in front of every gateway path but /healthz.
+    app = BearerAuth(gateway, access=ctx.app.state.access, public_paths={"/healthz"}, page_paths=())
     server = GatewayServer(app, config.host, config.port)
     server.start()
     ctx.state["gateway"] = server

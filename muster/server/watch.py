@@ -11,13 +11,14 @@ started (its revision was compacted away while it lagged) ends with one
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from muster.server.encoding import dumps
-from muster.server.errors import error_body
+from muster.server.errors import ApiError, error_body
 from muster.server.streaming import Relay, relay_response
 from muster.store import LabelSelector, TooOld, WatchEvent
 
@@ -25,10 +26,14 @@ __all__ = ["ndjson_watch", "watch_failure"]
 
 
 def ndjson_watch(
-    request: Request, events: Iterator[WatchEvent], selector: LabelSelector | None
+    request: Request,
+    events: Iterator[WatchEvent],
+    selector: LabelSelector | None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
 ) -> StreamingResponse:
     """A streaming response that relays ``events`` (a store watch) until the client leaves,
-    the watch ends (its timeout) or the server shuts down."""
+    the watch ends (its timeout) or the server shuts down; ``keep`` drops the events whose
+    object the caller may not see (and may end the stream by raising an ApiError)."""
 
     def close() -> None:
         close_watch = getattr(events, "close", None)
@@ -39,14 +44,20 @@ def ndjson_watch(
                 close_watch()
 
     relay = Relay(
-        _selected(events, selector), _encode, watch_failure, on_close=close, thread_name="muster-watch"
+        _selected(events, selector, keep), _encode, watch_failure, on_close=close, thread_name="muster-watch"
     )
     return relay_response(request, relay, media_type="application/x-ndjson")
 
 
-def _selected(events: Iterator[WatchEvent], selector: LabelSelector | None) -> Iterator[WatchEvent]:
+def _selected(
+    events: Iterator[WatchEvent],
+    selector: LabelSelector | None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
+) -> Iterator[WatchEvent]:
     for ev in events:
-        if selector is None or selector.matches(ev.object["metadata"].get("labels") or {}):
+        if selector is not None and not selector.matches(ev.object["metadata"].get("labels") or {}):
+            continue
+        if keep is None or keep(ev.object):
             yield ev
 
 
@@ -58,4 +69,6 @@ def watch_failure(exc: Exception) -> bytes:
     """The last line of a watch stream that failed after it started: ``{"type": "ERROR", ...}``."""
     if isinstance(exc, TooOld):
         return dumps({"type": "ERROR", "object": error_body(410, str(exc))}) + b"\n"
+    if isinstance(exc, ApiError):
+        return dumps({"type": "ERROR", "object": error_body(exc.code, exc.message, exc.reason)}) + b"\n"
     return dumps({"type": "ERROR", "object": error_body(500, f"watch failed: {exc}")}) + b"\n"

@@ -1,4 +1,4 @@
-"""The three tables of the SQL store (SQLAlchemy Core; the migrations create the same).
+"""The tables of the SQL store (SQLAlchemy Core; the migrations create the same).
 
 * ``revision``: one row (id 1) holding the global revision counter and the newest revision
   dropped from the change log (``compacted``). Writers lock this row first, which orders
@@ -8,13 +8,27 @@
   namespace ``''``. ``data`` is the whole wire object as JSON; uid, resource_version,
   generation and labels are copied out for lookups.
 * ``changes``: the watch log, one row per write, with the object after the write.
+* ``audit``: the audit log of the API server (who did what, when, with what result), apart
+  from the objects: it is not versioned, watched or part of the revision.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, Text, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+)
 
-__all__ = ["changes", "current_revision", "metadata", "objects", "revision"]
+__all__ = ["audit", "changes", "current_revision", "metadata", "objects", "revision"]
 
 metadata = MetaData()
 
@@ -51,6 +65,23 @@ changes = Table(
 )
 
 Index("ix_changes_kind_revision", changes.c.kind, changes.c.revision)
+
+audit = Table(
+    "audit",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("time", Float, nullable=False),
+    Column("username", String(253), nullable=False),
+    Column("verb", String(32), nullable=False),
+    Column("resource", String(253), nullable=False),
+    Column("namespace", String(63), nullable=False),
+    Column("name", String(253), nullable=False),
+    Column("code", Integer, nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+Index("ix_audit_time", audit.c.time)
+Index("ix_audit_namespace_time", audit.c.namespace, audit.c.time)
 
 
 def current_revision(conn: Connection) -> tuple[int, int]:

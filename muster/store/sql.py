@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any, Literal, TypeVar
 
@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from muster.store import schema
+from muster.store.audit import AuditQuery, append_audit, prune_audit, query_audit
 from muster.store.base import (
     DEFAULT_MAX_OBJECT_BYTES,
     AlreadyExists,
@@ -188,6 +189,15 @@ class SqlStore:
 
     def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
         return self._write(lambda tx: tx.apply(objs))
+
+    def append_audit(self, records: Sequence[Mapping[str, Any]]) -> None:
+        append_audit(self.engine, records)
+
+    def query_audit(self, query: AuditQuery) -> list[dict[str, Any]]:
+        return query_audit(self.engine, query)
+
+    def prune_audit(self, before: float) -> int:
+        return prune_audit(self.engine, before)
 
     def close(self) -> None:
         self.notifier.close()

@@ -176,7 +176,7 @@ def test_rbac_kinds():
     assert validate(binding).obj["roleRef"]["apiGroup"] == "muster.dev"
     assert errors_of(obj("Role", rules=[{"resources": ["pods"], "verbs": ["get", "fly"]}])) == [
         "rules[0].verbs[1]: must be one of get, list, watch, create, update, patch, delete, "
-        "deletecollection, *, "
+        "deletecollection, bind, escalate, impersonate, post, put, head, *, "
         "got 'fly'"
     ]
     assert errors_of(obj("ClusterRoleBinding", roleRef={"kind": "Role", "name": "r"})) == [

@@ -227,3 +227,32 @@ class TestConnecting:
         (muster_home / "server.json").unlink()
         monkeypatch.delenv("MUSTER_SERVER")
         assert discover()[0] == "http://127.0.0.1:7070"
+
+    def test_a_context_comes_after_the_environment_and_before_muster_up(
+        self, muster_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ):
+        (muster_home / "server.json").write_text(json.dumps({"url": "http://127.0.0.1:1111"}))
+        (muster_home / "credentials").write_text(json.dumps({"user": "admin", "token": "from-file"}))
+        config = tmp_path / "elsewhere.yaml"  # $MUSTER_CONFIG moves the file out of MUSTER_HOME
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "current-context": "a",
+                    "clusters": [{"name": "lab", "cluster": {"server": "http://127.0.0.1:4444"}}],
+                    "users": [{"name": "alice", "user": {"token": "alice-token"}}],
+                    "contexts": [
+                        {"name": "a", "context": {"cluster": "lab", "user": "alice"}},
+                        {"name": "b", "context": {"cluster": "lab"}},
+                    ],
+                }
+            )
+        )
+        monkeypatch.setenv("MUSTER_CONFIG", str(config))
+        assert discover() == ("http://127.0.0.1:4444", "alice-token")
+        monkeypatch.setenv("MUSTER_CONTEXT", "b")  # no user: the token of `muster up`
+        assert discover() == ("http://127.0.0.1:4444", "from-file")
+        monkeypatch.setenv("MUSTER_TOKEN", "from-env")
+        assert discover() == ("http://127.0.0.1:4444", "from-env")
+        monkeypatch.delenv("MUSTER_CONFIG")  # $MUSTER_HOME/config does not exist: no contexts
+        monkeypatch.delenv("MUSTER_CONTEXT")
+        assert discover() == ("http://127.0.0.1:1111", "from-env")

@@ -71,6 +71,12 @@ def test_the_table_names_every_verb_the_modules_register():
         ["delete", "tj", "x"],
         ["top", "nodes"],
         ["why", "job/x"],
+        ["whoami"],
+        ["auth", "can-i", "delete", "trainingjobs", "-n", "team-a"],
+        ["token", "list"],
+        ["audit"],
+        ["patch", "tj", "x", "-p", "{}"],
+        ["config", "get-contexts"],
     ],
 )
 def test_light_verbs_import_no_heavy_library(argv, tmp_path):

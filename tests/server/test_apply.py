@@ -71,7 +71,7 @@ def test_dry_run_writes_nothing(api: TestClient):
     assert api.get("/readyz").json()["revision"] == revision
 
 
-def test_foreign_kinds_convert_and_namespaces_create_nothing(api: TestClient):
+def test_foreign_kinds_convert_and_namespaces_are_objects(api: TestClient):
     kueue_flavor = {
         "apiVersion": "kueue.x-k8s.io/v1beta1",
         "kind": "ResourceFlavor",
@@ -80,10 +80,12 @@ def test_foreign_kinds_convert_and_namespaces_create_nothing(api: TestClient):
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
     results = apply(api, namespace, kueue_flavor).json()["results"]
     assert [(r["kind"], r["action"]) for r in results] == [
-        ("Namespace", "unchanged"),
+        ("Namespace", "created"),
         ("ResourceFlavor", "created"),
     ]
     assert api.get("/apis/muster.dev/v1/resourceflavors/spot").json()["apiVersion"] == "muster.dev/v1"
+    team = api.get("/apis/muster.dev/v1/namespaces/team-a").json()
+    assert team["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team-a"}
 
 
 def test_bad_request_shape(api: TestClient):

@@ -24,6 +24,7 @@ def test_migrated_schema_matches_schema_module(store_url: str):
                 "revision",
                 "objects",
                 "changes",
+                "audit",
             }
     finally:
         engine.dispose()
@@ -57,3 +58,48 @@ def test_sqlite_synchronous_option(tmp_path):
         engine.dispose()
     with pytest.raises(ValueError, match="synchronous must be full or normal"):
         make_engine(f"sqlite:///{tmp_path / 'x.db'}?synchronous=off")
+
+
+def test_the_audit_log_appends_queries_and_prunes(store_url: str):
+    from muster.store.audit import AuditQuery
+
+    store = open_store(store_url)
+    try:
+        records = [
+            {
+                "time": 100.0,
+                "user": "alice",
+                "verb": "create",
+                "resource": "trainingjobs",
+                "namespace": "a",
+                "code": 201,
+            },
+            {
+                "time": 200.0,
+                "user": "bob",
+                "verb": "delete",
+                "resource": "trainingjobs",
+                "namespace": "b",
+                "code": 403,
+            },
+            {
+                "time": 300.0,
+                "user": "alice",
+                "verb": "patch",
+                "resource": "pods",
+                "namespace": "a",
+                "code": 200,
+            },
+        ]
+        store.append_audit(records)  # type: ignore[attr-defined]
+        query = store.query_audit  # type: ignore[attr-defined]
+        assert [r["time"] for r in query(AuditQuery())] == [300.0, 200.0, 100.0]
+        assert [r["verb"] for r in query(AuditQuery(user="alice"))] == ["patch", "create"]
+        assert [r["user"] for r in query(AuditQuery(failed=True))] == ["bob"]
+        assert [r["time"] for r in query(AuditQuery(namespaces=frozenset({"a"}), since=150.0))] == [300.0]
+        assert [r["time"] for r in query(AuditQuery(resource="trainingjobs", limit=1))] == [200.0]
+        assert store.prune_audit(250.0) == 2  # type: ignore[attr-defined]
+        assert len(query(AuditQuery())) == 1
+        assert store.revision() == 0  # the audit log is not part of the objects' history
+    finally:
+        store.close()

@@ -1,4 +1,6 @@
-"""Kubernetes core kinds: ``scheduling.k8s.io/v1 PriorityClass`` and ``v1 Namespace``."""
+"""Kubernetes core kinds: ``scheduling.k8s.io/v1 PriorityClass`` and the ``v1`` Namespace,
+ServiceAccount and ResourceQuota, which are Muster's own kinds field for field (what Muster
+does not honour, such as a ServiceAccount's secrets or a quota's scopes, is kept and reported)."""
 
 from __future__ import annotations
 
@@ -7,36 +9,18 @@ from typing import Any
 
 from muster.api.base import API_VERSION
 from muster.api.compat.base import Conversion, Converter
-from muster.api.errors import FieldError
 
-__all__ = ["CONVERTERS", "convert_namespace", "convert_priority_class"]
+__all__ = ["CONVERTERS", "convert_same"]
 
 
-def convert_priority_class(doc: Mapping[str, Any]) -> Conversion:
-    """Muster's PriorityClass is scheduling.k8s.io/v1's, field for field."""
+def convert_same(doc: Mapping[str, Any]) -> Conversion:
+    """A foreign kind whose fields are Muster's: only the apiVersion changes."""
     return Conversion(doc={**doc, "apiVersion": API_VERSION})
 
 
-def convert_namespace(doc: Mapping[str, Any]) -> Conversion:
-    """Namespaces are implicit in Muster (one exists while anything lives in it): a Namespace
-    document is accepted, so existing manifests apply, and creates nothing."""
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
-    warnings = [
-        FieldError(
-            f"metadata.{key}",
-            "namespace labels and annotations are not stored; namespaces are "
-            "implicit (match them by name with kubernetes.io/metadata.name)",
-        )
-        for key in ("labels", "annotations")
-        if meta.get(key)
-    ]
-    warnings += [
-        FieldError(key, "ignored: namespaces are implicit in Muster") for key in ("spec",) if doc.get(key)
-    ]
-    return Conversion(doc=None, warnings=warnings)
-
-
 CONVERTERS: dict[tuple[str, str], Converter] = {
-    ("scheduling.k8s.io/v1", "PriorityClass"): convert_priority_class,
-    ("v1", "Namespace"): convert_namespace,
+    ("scheduling.k8s.io/v1", "PriorityClass"): convert_same,
+    ("v1", "Namespace"): convert_same,
+    ("v1", "ServiceAccount"): convert_same,
+    ("v1", "ResourceQuota"): convert_same,
 }

@@ -62,6 +62,8 @@ class SchedulerLoop:
             pods=cache.list("Pod"),
             now=self.ctx.now(),
             memo=self._memo,
+            namespaces=cache.list("Namespace"),
+            resource_quotas=cache.list("ResourceQuota"),
         )
         if len(self._memo) > 2 * max(64, len(built.workloads)):
             # Forget Workloads that are gone (admitted ones are converted afresh anyway).

@@ -21,6 +21,8 @@ from typing import Any
 
 from muster.api.conditions import epoch, is_true, transition_time
 from muster.api.lifecycle import WorkloadState, workload_state
+from muster.api.namespace import NAMESPACE_NAME_LABEL, enforced_quota_resource
+from muster.api.quantity import to_int
 from muster.api.resources import gpu_demand
 from muster.controllers.scheduling.cluster import (
     build_cluster_queues,
@@ -34,27 +36,29 @@ from muster.scheduler import (
     GPU_MILLI,
     AdmittedPodSet,
     AdmittedWorkload,
+    NamespaceQuota,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PendingWorkload,
     PodBinding,
     PodSet,
     Snapshot,
+    to_units,
 )
 
 __all__ = [
     "DEFAULT_QUEUE",
     "Built",
     "Unqueueable",
+    "admitted_view",
     "build_snapshot",
+    "namespace_quota",
     "resolve_queue",
     "workload_key",
 ]
 
 Obj = dict[str, Any]
 DEFAULT_QUEUE = "default"
-# Namespaces carry this label in Kubernetes; a namespaceSelector can select on it here too.
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 @dataclass(frozen=True)
@@ -93,15 +97,19 @@ def build_snapshot(
     pods: Iterable[Obj],
     now: float,
     memo: dict[str, tuple[int, list[PodSet]]] | None = None,
+    namespaces: Iterable[Obj] = (),
+    resource_quotas: Iterable[Obj] = (),
 ) -> Built:
     """The snapshot of these objects. ``memo`` (uid -> (generation, pod sets)) keeps the
     converted pod sets of pending Workloads between cycles: their spec rarely changes, and a
-    long queue would otherwise be converted again on every cycle."""
+    long queue would otherwise be converted again on every cycle. ``namespaces`` give the labels
+    a ClusterQueue's namespaceSelector matches; ``resource_quotas`` become namespace quotas."""
     flavor_objs = list(flavors)
     inactive = _inactive_queues(cluster_queues, {f["metadata"]["name"] for f in flavor_objs})
     queues = [q for q in cluster_queues if q["metadata"]["name"] not in inactive]
     queue_objs = {q["metadata"]["name"]: q for q in queues}
     local = {(q["metadata"].get("namespace") or "", q["metadata"]["name"]): q for q in local_queues}
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in namespaces}
     never_preempt = {p["metadata"]["name"] for p in priority_classes if p.get("preemptionPolicy") == "Never"}
     holding: list[Obj] = []
     built = Built(snapshot=Snapshot(cluster_queues=build_cluster_queues(queues)))
@@ -122,7 +130,7 @@ def build_snapshot(
         if requeue_at is not None and requeue_at > now:
             built.next_requeue = min(built.next_requeue or requeue_at, requeue_at)
             continue
-        queue, problem = resolve_queue(wl, local, queue_objs, inactive)
+        queue, problem = resolve_queue(wl, local, queue_objs, inactive, labels)
         if problem is not None:
             built.unqueueable.append(Unqueueable(wl, *problem))
             continue
@@ -139,7 +147,31 @@ def build_snapshot(
     ]
     snap.flavors = build_flavors(flavor_objs, topologies)
     snap.cohorts = build_cohorts(cohorts)
+    snap.namespace_quotas = [q for q in map(namespace_quota, resource_quotas) if q.hard]
     return built
+
+
+def admitted_view(wl: Obj) -> AdmittedWorkload | None:
+    """A Workload holding an admission as the scheduler sees it (None when it holds none)."""
+    state = workload_state(wl)
+    if state not in (WorkloadState.ADMITTED, WorkloadState.EVICTING):
+        return None
+    return _admitted(wl, state is WorkloadState.EVICTING)
+
+
+def namespace_quota(obj: Obj) -> NamespaceQuota:
+    """A ResourceQuota as the scheduler's :class:`NamespaceQuota` (the keys Muster enforces)."""
+    hard: dict[str, int] = {}
+    keys: dict[str, str] = {}
+    for key, value in ((obj.get("spec") or {}).get("hard") or {}).items():
+        res = enforced_quota_resource(key)
+        if res is None:
+            continue
+        amount = to_int(value) if res == "pods" else to_units(res, value)
+        if res not in hard or amount < hard[res]:  # requests.cpu and cpu both: the tighter holds
+            hard[res], keys[res] = amount, key
+    meta = obj["metadata"]
+    return NamespaceQuota(meta.get("namespace") or "default", meta["name"], hard, keys)
 
 
 def resolve_queue(
@@ -147,8 +179,10 @@ def resolve_queue(
     local: dict[tuple[str, str], Obj],
     cluster: dict[str, Obj],
     inactive: dict[str, str] | None = None,
+    namespace_labels: dict[str, dict[str, str]] | None = None,
 ) -> tuple[str | None, tuple[str, str] | None]:
-    """The ClusterQueue of ``wl``, or (None, (reason code, message)) when it has none now."""
+    """The ClusterQueue of ``wl``, or (None, (reason code, message)) when it has none now.
+    A namespaceSelector matches the Namespace's labels (``namespace_labels``) and its name."""
     ns = wl["metadata"].get("namespace") or "default"
     named = wl["spec"].get("queueName")
     lq = local.get((ns, named or DEFAULT_QUEUE))
@@ -176,7 +210,9 @@ def resolve_queue(
             f"ClusterQueue {cq_name} (behind LocalQueue {ns}/{lq_name}) does not exist",
         )
     selector = (cq.get("spec") or {}).get("namespaceSelector")
-    if selector and not _selects(selector, {NAMESPACE_NAME_LABEL: ns}):
+    if selector and not _selects(
+        selector, {**(namespace_labels or {}).get(ns, {}), NAMESPACE_NAME_LABEL: ns}
+    ):
         return None, (
             "Inadmissible",
             f"ClusterQueue {cq_name} does not admit workloads of namespace {ns} (namespaceSelector)",

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from muster.api.conditions import latest_condition
 from muster.api.labels import EXPERIMENT_LABEL
 from muster.controllers.insight.explain.experiment import explain_experiment
+from muster.server.access.guard import AUTHENTICATED, Requirement, access_of, requires
 from muster.server.dashboard.views import UI_API, recent_events
 from muster.server.encoding import json_response
 from muster.server.errors import ApiError
@@ -34,16 +35,18 @@ Obj = Mapping[str, Any]
 
 
 @router.get("/experiments")
+@requires(AUTHENTICATED)  # the rows are those the identity may list
 def experiments_view(request: Request) -> Response:
     """One row per Experiment: state, algorithm, trial counts, the best trial."""
     store: Store = request.app.state.store
     revision = store.revision()
-    rows = [_row(e) for e in store.list("Experiment").items]
+    rows = [_row(e) for e in access_of(request).filter("Experiment", store.list("Experiment").items)]
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
     return json_response({"revision": revision, "experiments": rows})
 
 
 @router.get("/experiments/{namespace}/{name}")
+@requires(Requirement(verb="get", resource="experiments", namespace_param="namespace", name_param="name"))
 def experiment_view(request: Request, namespace: str, name: str) -> Response:
     """An experiment: its explanation, its trials and their objective curves."""
     store: Store = request.app.state.store

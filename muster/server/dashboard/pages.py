@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.types import Scope
 
+from muster.server.access.guard import AUTHENTICATED, PUBLIC, requires
 from muster.server.auth import LOGIN_PATH, SESSION_COOKIE
 from muster.server.errors import ApiError
 
@@ -40,19 +41,24 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/", response_class=HTMLResponse)
+@requires(AUTHENTICATED)
 def index() -> Response:
     """The dashboard (the auth middleware has checked the token or sent the browser to sign in)."""
     return _page("index.html")
 
 
 @router.get(LOGIN_PATH, response_class=HTMLResponse)
+@requires(PUBLIC)
 def login_page() -> Response:
     return _page("login.html")
 
 
 @router.post(LOGIN_PATH)
+@requires(PUBLIC)
 async def login(request: Request) -> Response:
-    """``{"token": "..."}`` as JSON: a valid token sets the HttpOnly session cookie (204).
+    """``{"token": "..."}`` as JSON: any valid token (the admin's, a user's or a
+    ServiceAccount's) sets the HttpOnly session cookie (204); the dashboard then shows what that
+    identity may see.
 
     JSON only: a cross-site HTML form cannot send it, so another site cannot sign a browser
     in with a token of its choosing."""
@@ -65,8 +71,10 @@ async def login(request: Request) -> Response:
     token = body.get("token") if isinstance(body, dict) else None
     if not isinstance(token, str) or not token.strip():
         raise ApiError(400, "token: required, the token in $MUSTER_HOME/credentials")
-    if not request.app.state.tokens.valid(token.strip()):
-        raise ApiError(401, "invalid token", "Unauthorized")
+    user, why = request.app.state.access.authenticate(token.strip())
+    if user is None:
+        raise ApiError(401, why or "invalid token", "Unauthorized")
+    request.state.user = user  # the audit log records who signed in
     response = Response(status_code=204)
     response.set_cookie(
         SESSION_COOKIE,
@@ -80,6 +88,7 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
+@requires(PUBLIC)
 def logout() -> Response:
     """Forget the session cookie."""
     response = Response(status_code=204)

@@ -6,6 +6,11 @@ show one view (nodes and GPU readings) read ``/api/v1`` directly.
 
 Every answer carries ``revision``, the store's revision read *before* the objects were, so a
 page that refetches when :mod:`.changes` reports a later revision never misses a change.
+
+Any signed-in identity may ask; each view holds only what that identity may list (jobs,
+events, LocalQueues of its namespaces; ClusterQueues and nodes if it may list them; GPUs held
+by pods it may not see show as held, without names), and a job's view says which changes the
+identity may make (``can``), so the page offers only the buttons that will work.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from muster.controllers.insight.explain import explain
 from muster.controllers.insight.explain.gather import gather
 from muster.controllers.insight.gpuview import gpu_rows
 from muster.controllers.insight.usage import queue_usage, workload_requests
+from muster.server.access.guard import AUTHENTICATED, Access, access_of, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ApiError
 from muster.server.views import StoreSource
@@ -44,14 +50,16 @@ Obj = Mapping[str, Any]
 
 
 @router.get("/overview")
+@requires(AUTHENTICATED)
 def overview(request: Request) -> Response:
     """Every GPU with who holds it, quota usage per ClusterQueue, recent events, how many nodes
     are ready, jobs per state."""
     store = _store(request)
+    access = access_of(request)
     revision = store.revision()
-    nodes, pods = _items(store, "Node"), _items(store, "Pod")
-    workloads = _items(store, "Workload")
-    jobs = [_job_row(job, None) for job in _items(store, "TrainingJob")]
+    nodes, pods = _seen(access, store, "Node"), access.redacted_pods(_items(store, "Pod"))
+    workloads = _items(store, "Workload")  # quota usage is a sum: every Workload counts
+    jobs = [_job_row(job, None) for job in _seen(access, store, "TrainingJob")]
     states: dict[str, int] = {}
     for row in jobs:
         states[row["state"]] = states.get(row["state"], 0) + 1
@@ -65,23 +73,28 @@ def overview(request: Request) -> Response:
             },
             "queues": [
                 q.to_dict()
-                for q in queue_usage(_items(store, "ClusterQueue"), _items(store, "LocalQueue"), workloads)
+                for q in queue_usage(
+                    _seen(access, store, "ClusterQueue"), _items(store, "LocalQueue"), workloads
+                )
             ],
-            "events": recent_events(_items(store, "Event"), _RECENT_EVENTS),
+            "events": recent_events(_seen(access, store, "Event"), _RECENT_EVENTS),
             "jobStates": states,
         }
     )
 
 
 @router.get("/queues")
+@requires(AUTHENTICATED)
 def queues_view(request: Request) -> Response:
     """ClusterQueues with their usage against quota and policies, and the LocalQueues."""
     store = _store(request)
+    access = access_of(request)
     revision = store.revision()
-    cluster_queues, local_queues = _items(store, "ClusterQueue"), _items(store, "LocalQueue")
+    cluster_queues, local_queues = _seen(access, store, "ClusterQueue"), _items(store, "LocalQueue")
     usage = {
         q.name: q.to_dict() for q in queue_usage(cluster_queues, local_queues, _items(store, "Workload"))
     }
+    local_queues = access.filter("LocalQueue", local_queues)
     rows = []
     for cq in cluster_queues:
         spec = cq.get("spec") or {}
@@ -107,16 +120,18 @@ def queues_view(request: Request) -> Response:
 
 
 @router.get("/jobs")
+@requires(AUTHENTICATED)
 def jobs_view(request: Request) -> Response:
     """One row per TrainingJob: state and its reason (the latest True condition), queue, size."""
     store = _store(request)
+    access = access_of(request)
     revision = store.revision()
     workloads = {
         (w["metadata"].get("namespace") or "default", w["metadata"]["name"]): w
         for w in _items(store, "Workload")
     }
     rows = []
-    for job in _items(store, "TrainingJob"):
+    for job in _seen(access, store, "TrainingJob"):
         key = (job["metadata"].get("namespace") or "default", _workload_name(job))
         rows.append(_job_row(job, workloads.get(key)))
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
@@ -124,8 +139,12 @@ def jobs_view(request: Request) -> Response:
 
 
 @router.get("/jobs/{namespace}/{name}")
+@requires(AUTHENTICATED)
 def job_view(request: Request, namespace: str, name: str) -> Response:
-    """A job with its explanation (``muster why``), pods, replicas, and every event about it."""
+    """A job with its explanation (``muster why``), pods, replicas, and every event about it;
+    ``can`` says which changes the identity may make to it."""
+    access = access_of(request)
+    access.check("get", "trainingjobs", namespace, name)
     source = StoreSource(_store(request), request.app)
     revision = source.store.revision()
     job = source.get("TrainingJob", name, namespace)
@@ -152,6 +171,7 @@ def job_view(request: Request, namespace: str, name: str) -> Response:
             "why": explain(job, ctx).to_dict(),
             "replicas": replicas,
             "events": recent_events(events, len(events)),
+            "can": {verb: access.can(verb, "trainingjobs", namespace, name) for verb in ("update", "delete")},
         }
     )
 
@@ -250,3 +270,8 @@ def _store(request: Request) -> Store:
 
 def _items(store: Store, kind: str) -> list[dict[str, Any]]:
     return store.list(kind).items
+
+
+def _seen(access: Access, store: Store, kind: str) -> list[dict[str, Any]]:
+    """The objects of ``kind`` the identity may list."""
+    return access.filter(kind, _items(store, kind))

@@ -2,7 +2,10 @@
 
 They compute with the same pure functions the CLI uses (:mod:`muster.controllers.insight.explain`,
 :mod:`muster.controllers.insight.usage`, :mod:`muster.controllers.insight.gpuview`), from the store and,
-for GPU readings, the manager of this process. docs/rest-api.md gives the shapes.
+for GPU readings, the manager of this process. docs/rest-api.md gives the shapes. ``why`` needs
+``get`` on the object; the GPU and node views ``list nodes`` (pods of namespaces the caller may
+not see are shown without their names); queue usage ``list clusterqueues``; ``doctor`` is a
+non-resource URL (``/api/v1/doctor``: cluster-admin and queue-admin).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from muster.controllers.insight.explain.serving import explain_service, gather_s
 from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.insight.gpuview import gpu_rows
 from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
+from muster.server.access.guard import Requirement, access_of, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.views import StoreSource, manager_of
@@ -33,9 +37,12 @@ INSIGHT_PREFIX = "/api/v1"
 _EXPLAINED = ("TrainingJob", "Workload", "Pod", "Experiment", "InferenceService")
 
 router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
+# GPU and node views: whoever may list nodes; pods the caller may not see show as hidden holders.
+_LIST_NODES = Requirement("list", "nodes")
 
 
 @router.get(f"{INSIGHT_PREFIX}/why/{{kind}}/{{namespace}}/{{name}}", operation_id="why")
+@requires(Requirement("get", "{kind}", namespace_param="namespace", name_param="name"))
 def why(
     request: Request,
     kind: str,
@@ -79,6 +86,7 @@ def why(
 
 
 @router.get(f"{INSIGHT_PREFIX}/gpus", operation_id="gpus")
+@requires(_LIST_NODES)
 def gpus(
     request: Request,
     history: bool = Query(True, description="Include each GPU's readings (oldest first)."),
@@ -94,7 +102,8 @@ def gpus(
     if manager is not None:
         readings = manager.gpus.history(since=manager.ctx.now() - history_seconds if history else None)
         sample_seconds = manager.gpus.interval if manager.gpus.enabled else None
-    rows = gpu_rows(store.list("Node").items, store.list("Pod").items, readings)
+    pods = access_of(request).redacted_pods(store.list("Pod").items)
+    rows = gpu_rows(store.list("Node").items, pods, readings)
     return json_response(
         {
             "sampleSeconds": sample_seconds,
@@ -158,6 +167,7 @@ def doctor(
 
 
 @router.get(f"{INSIGHT_PREFIX}/queues/usage", operation_id="queueUsage")
+@requires(Requirement("list", "clusterqueues"))
 def queues_usage(request: Request) -> Response:
     """Per ClusterQueue: pending and admitted Workloads, and quota usage per flavor and resource."""
     store = request.app.state.store
@@ -168,6 +178,7 @@ def queues_usage(request: Request) -> Response:
 
 
 @router.get(f"{INSIGHT_PREFIX}/nodes/usage", operation_id="nodeUsage")
+@requires(_LIST_NODES)
 def nodes_usage(request: Request) -> Response:
     """Per node: readiness, cordon, pods, and each resource allocated against allocatable."""
     store = request.app.state.store
@@ -176,8 +187,9 @@ def nodes_usage(request: Request) -> Response:
 
 
 @router.get(f"{INSIGHT_PREFIX}/gpus/usage", operation_id="gpuUsage")
+@requires(_LIST_NODES)
 def gpus_usage(request: Request) -> Response:
     """Per GPU of every node: model, memory, health and the pods holding it (whole or a share)."""
     store = request.app.state.store
-    usage = gpu_usage(store.list("Node").items, store.list("Pod").items)
+    usage = gpu_usage(store.list("Node").items, access_of(request).redacted_pods(store.list("Pod").items))
     return json_response({"gpus": [g.to_dict() for g in usage]})

@@ -6,6 +6,9 @@ namespaced kinds
 cluster kinds
     ``/apis/muster.dev/v1/{plural}[/{name}[/status]]``
 
+Verbs as Kubernetes has them: GET (get, list, watch), POST (create), PUT (update), PATCH (a JSON
+merge patch), DELETE of an object (delete) and of a collection (deletecollection, by label).
+
 A list answers a ``{Kind}List``; ``?watch=true`` streams NDJSON events instead, after
 ``resourceVersion`` (default: from now). Routes are concrete per kind, so the OpenAPI
 document names every kind's schema. Handlers are thin: they parse, then call the service.
@@ -21,8 +24,9 @@ from starlette.responses import Response
 
 from muster.api.base import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
 from muster.api.registry import KindInfo
+from muster.server.access.guard import access_of
 from muster.server.encoding import json_response
-from muster.server.errors import ERROR_RESPONSES
+from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.services.objects import ObjectService
 from muster.server.watch import ndjson_watch
 from muster.store import parse_selector
@@ -80,6 +84,7 @@ def kind_router(info: KindInfo) -> APIRouter:
             "content": _LIST_CONTENT,
         }
     }
+    deleted_doc = {200: {"description": f"A {info.kind}List of the objects deleted."}}
 
     def service(request: Request) -> ObjectService:
         return request.app.state.objects
@@ -93,11 +98,14 @@ def kind_router(info: KindInfo) -> APIRouter:
         timeout: float | None,
     ) -> Response:
         svc = service(request)
+        access = access_of(request)  # a caller who may see only some of them sees only those
         if watch:
             events = svc.watch(info, namespace, since, timeout)
-            return ndjson_watch(request, events, parse_selector(label_selector))
+            return ndjson_watch(request, events, parse_selector(label_selector), access.watch_filter())
         svc.check_revision(since)  # the list is read now, so it is at least as recent as any valid one
-        return Response(svc.list(info, namespace, label_selector), media_type="application/json")
+        return Response(
+            svc.list(info, namespace, label_selector, access.list_filter()), media_type="application/json"
+        )
 
     def add(path: str, method: str, endpoint: Callable[..., Any], op: str, **kwargs: Any) -> None:
         router.add_api_route(path, endpoint, methods=[method], operation_id=f"{op}{info.kind}", **kwargs)
@@ -145,6 +153,18 @@ def kind_router(info: KindInfo) -> APIRouter:
         ) -> Response:
             return json_response(service(request).delete(info, namespace, name, since))
 
+        def patch(
+            request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH, body: Any = Body(...)
+        ) -> Response:
+            _merge_patch_only(request)
+            return json_response(service(request).patch(info, namespace, name, body))
+
+        def remove_all(
+            request: Request, namespace: str = NAMESPACE_PATH, label_selector: str | None = _SELECTOR
+        ) -> Response:
+            body = service(request).delete_collection(info, namespace, label_selector)
+            return Response(body, media_type="application/json")
+
         def replace_status(
             request: Request, namespace: str = NAMESPACE_PATH, name: str = NAME_PATH, body: Any = Body(...)
         ) -> Response:
@@ -175,6 +195,14 @@ def kind_router(info: KindInfo) -> APIRouter:
         def remove(request: Request, name: str = NAME_PATH, since: str | None = _SINCE) -> Response:  # type: ignore[misc]
             return json_response(service(request).delete(info, None, name, since))
 
+        def patch(request: Request, name: str = NAME_PATH, body: Any = Body(...)) -> Response:  # type: ignore[misc]
+            _merge_patch_only(request)
+            return json_response(service(request).patch(info, None, name, body))
+
+        def remove_all(request: Request, label_selector: str | None = _SELECTOR) -> Response:  # type: ignore[misc]
+            body = service(request).delete_collection(info, None, label_selector)
+            return Response(body, media_type="application/json")
+
         def replace_status(request: Request, name: str = NAME_PATH, body: Any = Body(...)) -> Response:  # type: ignore[misc]
             return json_response(service(request).replace_status(info, None, name, body))
 
@@ -190,10 +218,28 @@ def kind_router(info: KindInfo) -> APIRouter:
     add(object_path(info), "GET", read, "read", responses={200: schema})
     add(object_path(info), "PUT", replace, "replace", responses={200: schema}, openapi_extra=body_doc)
     add(object_path(info), "DELETE", remove, "delete", responses={200: schema})
+    add(object_path(info), "PATCH", patch, "patch", responses={200: schema}, openapi_extra=_patch_doc(info))
+    add(collection_path(info), "DELETE", remove_all, "deleteCollection", responses=deleted_doc)
     if info.has_status:
         add(object_path(info) + "/status", "GET", read, "readStatus", responses={200: schema})
         add(object_path(info) + "/status", "PUT", replace_status, "replaceStatus", responses={200: schema})
     return router
+
+
+def _merge_patch_only(request: Request) -> None:
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind not in ("application/merge-patch+json", "application/json"):
+        raise ApiError(
+            415,
+            "PATCH takes a JSON merge patch (Content-Type: application/merge-patch+json), "
+            f"not {kind or 'nothing'}",
+            "UnsupportedMediaType",
+        )
+
+
+def _patch_doc(info: KindInfo) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{info.model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/merge-patch+json": {"schema": ref}}}}
 
 
 def _request_body(info: KindInfo) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from muster import __version__
 from muster.api import registry
 from muster.api.base import API_VERSION
+from muster.server.access.guard import PUBLIC, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, error_response
 from muster.server.routes.objects import API_PREFIX
@@ -18,6 +19,7 @@ router = APIRouter(tags=["system"], responses=ERROR_RESPONSES)
 
 
 @router.get("/healthz", operation_id="healthz")
+@requires(PUBLIC)
 def healthz() -> Response:
     """Liveness; the one endpoint that needs no token."""
     return json_response({"status": "ok"})

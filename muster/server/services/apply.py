@@ -8,7 +8,7 @@ transaction, so a conflict also leaves everything as it was.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from muster.api import registry
@@ -21,8 +21,16 @@ from muster.store.objects import apply_action, check_version, object_key
 __all__ = ["apply_documents"]
 
 
-def apply_documents(store: Store, documents: Sequence[Any], dry_run: bool = False) -> list[dict[str, Any]]:
-    """Validate then apply; returns one result per document, in order."""
+def apply_documents(
+    store: Store,
+    documents: Sequence[Any],
+    dry_run: bool = False,
+    authorize: Callable[[list[tuple[int, Obj]]], None] | None = None,
+    observe: Callable[[Obj], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Validate then apply; returns one result per document, in order. ``authorize`` sees
+    every valid (document index, object) before anything is written and raises to refuse the
+    whole request; ``observe`` sees every object written."""
     results: list[dict[str, Any]] = []
     objects: list[tuple[int, Obj]] = []
     errors: list[dict[str, Any]] = []
@@ -55,8 +63,17 @@ def apply_documents(store: Store, documents: Sequence[Any], dry_run: bool = Fals
             f"{len(errors)} error(s) in document(s) {', '.join(map(str, bad))}; nothing was applied",
             errors=errors,
         )
+    if authorize is not None:
+        authorize(objects)
     valid = [obj for _, obj in objects]
-    actions = _dry_run(store, valid) if dry_run else [r.action for r in store.apply(valid)]
+    if dry_run:
+        actions = _dry_run(store, valid)
+    else:
+        applied = store.apply(valid)
+        if observe is not None:
+            for r in applied:
+                observe(r.object)
+        actions = [r.action for r in applied]
     for (index, _obj), action in zip(objects, actions, strict=True):
         results[index]["action"] = action
     return results

@@ -8,8 +8,9 @@ status subresource writes it, where everything but ``status`` and the preconditi
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from muster.api import registry
@@ -17,23 +18,47 @@ from muster.api.base import API_VERSION
 from muster.api.registry import KindInfo
 from muster.server.encoding import dumps
 from muster.server.errors import ApiError
-from muster.store import Store, WatchEvent, parse_selector
+from muster.store import Conflict, NotFound, Store, WatchEvent, parse_selector
 from muster.store.base import Obj
 from muster.store.capabilities import JsonListing
 from muster.store.watch import parse_revision
 
-__all__ = ["ObjectService"]
+__all__ = ["ObjectService", "merge_patch"]
+
+_PATCH_ATTEMPTS = 5
+# ServiceAccount token records (muster.server.access.tokens) live in their namespace too.
+NAMESPACED_INTERNAL_KIND = "Token"
 
 
 class ObjectService:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    """``observe`` and ``forget`` see every object written and deleted (the access policy
+    follows writes of its kinds at once)."""
 
-    def list(self, info: KindInfo, namespace: str | None, label_selector: str | None) -> bytes:
+    def __init__(
+        self,
+        store: Store,
+        observe: Callable[[Obj], None] = lambda _obj: None,
+        forget: Callable[[Obj], None] = lambda _obj: None,
+    ) -> None:
+        self.store = store
+        self.observe = observe
+        self.forget = forget
+
+    def list(
+        self,
+        info: KindInfo,
+        namespace: str | None,
+        label_selector: str | None,
+        keep: Callable[[Obj], bool] | None = None,
+    ) -> bytes:
         """The ``{Kind}List`` as encoded JSON (objects are spliced in as stored when the store
-        can give them so: a 10k-item list is then neither decoded nor re-encoded)."""
+        can give them so: a 10k-item list is then neither decoded nor re-encoded); ``keep``
+        narrows it to what the caller may see."""
         selector = parse_selector(label_selector)
-        if isinstance(self.store, JsonListing):
+        if keep is not None:
+            result = self.store.list(info.kind, namespace, selector)
+            version, items = result.resource_version, dumps([o for o in result.items if keep(o)])
+        elif isinstance(self.store, JsonListing):
             version, texts = self.store.list_json(info.kind, namespace, selector)
             items = ("[" + ",".join(texts) + "]").encode()
         else:
@@ -48,10 +73,10 @@ class ObjectService:
         return self.store.get(info.kind, name, namespace)
 
     def create(self, info: KindInfo, namespace: str | None, body: Any) -> Obj:
-        return self.store.create(_validated(info, namespace, None, body))
+        return self._seen(self.store.create(_validated(info, namespace, None, body)))
 
     def replace(self, info: KindInfo, namespace: str | None, name: str, body: Any) -> Obj:
-        return self.store.update(_validated(info, namespace, name, body))
+        return self._seen(self.store.update(_validated(info, namespace, name, body)))
 
     def replace_status(self, info: KindInfo, namespace: str | None, name: str, body: Any) -> Obj:
         doc = _checked_body(info, namespace, name, body)
@@ -63,11 +88,72 @@ class ObjectService:
         obj = _validate(merged, info, keep_status=True)
         # The caller's precondition, not the stored version: a stale status write must conflict.
         obj["metadata"]["resourceVersion"] = doc["metadata"].get("resourceVersion")
-        return self.store.update_status(obj)
+        return self._seen(self.store.update_status(obj))
+
+    def patch(self, info: KindInfo, namespace: str | None, name: str, patch: Any) -> Obj:
+        """Apply a JSON merge patch (RFC 7386) to the stored object and replace it with the
+        result, validated like a PUT. A patch that names ``metadata.resourceVersion`` is a
+        precondition; otherwise a concurrent change is merged into, as Kubernetes does."""
+        if not isinstance(patch, dict):
+            raise ApiError(400, f"a merge patch must be a JSON object (a partial {info.kind})")
+        pinned = (
+            (patch.get("metadata") or {}).get("resourceVersion")
+            if isinstance(patch.get("metadata"), dict)
+            else None
+        )
+        for _ in range(_PATCH_ATTEMPTS):
+            stored = self.store.get(info.kind, name, namespace)
+            merged = merge_patch({k: v for k, v in stored.items() if k != "status"}, patch)
+            if not isinstance(merged.get("metadata"), dict):
+                raise ApiError(400, "metadata cannot be removed by a patch")
+            merged["metadata"]["resourceVersion"] = pinned or stored["metadata"]["resourceVersion"]
+            try:
+                return self._seen(self.store.update(_validated(info, namespace, name, merged)))
+            except Conflict:
+                if pinned:
+                    raise
+        raise ApiError(409, f"{info.kind} {name} kept changing; try again", "Conflict")
+
+    def delete_collection(self, info: KindInfo, namespace: str | None, label_selector: str | None) -> bytes:
+        """Delete every object of the collection (matching ``label_selector``); answers the
+        ``{Kind}List`` of what was deleted (each in its last state)."""
+        selector = parse_selector(label_selector)
+        deleted = []
+        for obj in self.store.list(info.kind, namespace, selector).items:
+            meta = obj["metadata"]
+            try:
+                deleted.append(self.delete(info, meta.get("namespace"), meta["name"], None))
+            except NotFound:
+                continue  # gone meanwhile
+        head = dumps({"apiVersion": API_VERSION, "kind": f"{info.kind}List", "metadata": {}})
+        return head[:-1] + b',"items":' + dumps(deleted) + b"}"
 
     def delete(self, info: KindInfo, namespace: str | None, name: str, resource_version: str | None) -> Obj:
         _parsed(resource_version)  # a malformed precondition is a 400, not a failed one (409)
-        return self.store.delete(info.kind, name, namespace, resource_version=resource_version or None)
+        if info.kind == "Namespace":
+            self.store.get("Namespace", name)  # 404 before anything goes
+            self._empty_namespace(name)
+        deleted = self.store.delete(info.kind, name, namespace, resource_version=resource_version or None)
+        self.forget(deleted)
+        return deleted
+
+    def _empty_namespace(self, namespace: str) -> None:
+        """Delete what lives in ``namespace`` (its Namespace goes last): every object but the pods
+        and Workloads that have an owner, which the garbage collector stops and deletes with
+        their owners (a running pod must be stopped, not forgotten)."""
+        for info in registry.kinds():
+            if not info.namespaced:
+                continue
+            for obj in self.store.list(info.kind, namespace).items:
+                if info.kind in ("Pod", "Workload") and obj["metadata"].get("ownerReferences"):
+                    continue
+                try:
+                    self.forget(self.store.delete(info.kind, obj["metadata"]["name"], namespace))
+                except NotFound:
+                    continue
+        for token in self.store.list(NAMESPACED_INTERNAL_KIND, namespace).items:
+            with contextlib.suppress(NotFound):
+                self.forget(self.store.delete(NAMESPACED_INTERNAL_KIND, token["metadata"]["name"], namespace))
 
     def watch(
         self, info: KindInfo, namespace: str | None, resource_version: str | None, timeout: float | None
@@ -101,6 +187,10 @@ class ObjectService:
                     ],
                 )
         return since
+
+    def _seen(self, obj: Obj) -> Obj:
+        self.observe(obj)
+        return obj
 
 
 def _parsed(resource_version: str | None) -> int | None:
@@ -154,3 +244,16 @@ def _validate(doc: dict[str, Any], info: KindInfo, keep_status: bool) -> Obj:
     validated = registry.validate(doc, keep_status=keep_status)
     assert validated.obj is not None and validated.info == info  # native kind, checked above
     return validated.obj
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge key by key, ``null`` removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out

@@ -21,14 +21,18 @@ def test_priority_class_converts_unchanged():
     ]
 
 
-def test_namespace_is_accepted_and_creates_nothing():
+def test_namespace_converts_to_a_namespace_labelled_with_its_name():
     result = validate({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
-    assert (result.obj, result.info, result.warnings) == (None, None, [])
+    assert result.info is not None and result.info.kind == "Namespace" and result.warnings == []
+    assert result.obj == {
+        "apiVersion": "muster.dev/v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a"}},
+    }
     labelled = validate(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}
     )
-    assert labelled.obj is None
-    assert labelled.warnings == [
-        "metadata.labels: namespace labels and annotations are not stored; namespaces are "
-        "implicit (match them by name with kubernetes.io/metadata.name)"
+    assert labelled.obj["metadata"]["labels"] == {"team": "a", "kubernetes.io/metadata.name": "team-a"}
+    assert errors_of({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}}) == [
+        "metadata.name: a namespace name must be a DNS-1123 label (no dots, at most 63 characters), got 'a.b'"
     ]

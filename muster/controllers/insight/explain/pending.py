@@ -184,6 +184,8 @@ def blocker(ex: Explanation, details: Mapping[str, Any]) -> str:
     if reason == "WaitingForPreemption":
         victims = ", ".join(v.get("name", "?") for v in details.get("victims") or []) or "its victims"
         return f"preempting {victims}; admitted once their pods have stopped"
+    if reason == "ResourceQuotaExceeded":
+        return ex.message.split("; ")[0]  # names the quota, the key and the numbers
     return ex.message.split("; ")[0] if reason in ("QueueStopped", "Inadmissible", "NoMatchingFlavor") else ""
 
 
@@ -266,6 +268,13 @@ def _unblock(
         return ["relax the topology request (preferred instead of required), or free a whole domain"]
     if reason == "GangIncomplete":
         return ["the gang needs more distinct nodes: add nodes or drop the pod anti-affinity"]
+    if reason == "ResourceQuotaExceeded":
+        quota, key = details.get("resourceQuota", "the namespace's ResourceQuota"), details.get("key", "")
+        ns = (wl.get("metadata") or {}).get("namespace") or "default"
+        return [
+            f"it is admitted when admitted Workloads of namespace {ns} finish (`muster get wl -n {ns}`)",
+            f"or raise spec.hard[{key}] of ResourceQuota {quota}, or lower the job's request",
+        ]
     return []
 
 

@@ -77,3 +77,18 @@ export async function logout() {
   await fetch("/logout", { method: "POST", credentials: "same-origin" });
   window.location.assign("/login");
 }
+
+/** Who the session is signed in as: {username, groups} (a SelfSubjectReview). */
+export async function whoami() {
+  const review = await send("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {});
+  return review.status.userInfo;
+}
+
+/** May the signed-in identity do it? (A SelfSubjectAccessReview; pages show only the buttons
+ * that will work, and the server checks again when one is pressed.) */
+export async function can(verb, resource, namespace, name, subresource) {
+  const attrs = { verb, resource, namespace: namespace || "", name: name || "" };
+  if (subresource) attrs.subresource = subresource;
+  const review = await send("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", { spec: { resourceAttributes: attrs } });
+  return Boolean(review.status.allowed);
+}

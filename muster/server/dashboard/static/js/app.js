@@ -1,6 +1,6 @@
 // The dashboard: a hash router over the pages, the sidebar, and the live connection.
 
-import { logout } from "./api.js";
+import { logout, whoami } from "./api.js";
 import { h, put } from "./dom.js";
 import { startLive } from "./live.js";
 import overview from "./pages/overview.js";
@@ -51,6 +51,11 @@ function route() {
 }
 
 document.getElementById("logout").addEventListener("click", logout);
+whoami().then((me) => {
+  const el = document.getElementById("whoami");
+  el.textContent = me.username;
+  el.title = `Signed in as ${me.username} (${(me.groups || []).join(", ")})`;
+}).catch(() => { /* the pages say what failed */ });
 window.addEventListener("hashchange", route);
 startLive(document.getElementById("live"));
 route();

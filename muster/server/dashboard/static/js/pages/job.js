@@ -36,7 +36,7 @@ export default function job(root, [namespace, name]) {
     const row = data.row;
     put(sections.head, pageHead(h("span", { class: "title-with-swatch" }, swatch(`${namespace}/${name}`), name),
       `${namespace} · queue ${row.queue}${row.priorityClass ? ` · priority ${row.priorityClass}` : ""} · ${row.replicas} replica${row.replicas === 1 ? "" : "s"}${row.gpus ? ` · ${row.gpus} GPU` : ""}`,
-      badge(row.state), suspendButton(data.job)));
+      badge(row.state), data.can && data.can.update ? suspendButton(data.job) : null));
     put(sections.why, whyCard(data.why));
     put(sections.conditions, conditionsTable(data.job));
     put(sections.replicas, replicasTable(data.replicas));
