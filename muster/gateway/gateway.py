@@ -101,9 +101,12 @@ class Gateway:
         self,
         poke: Callable[[str, str], None] | None = None,
         metrics: GatewayMetrics | None = None,
+        authorize: Callable[[Scope, str, str], bool] | None = None,
     ) -> None:
         # poke(namespace, service): a held request waits, or a replica's readiness changed
         self.poke = poke or (lambda _ns, _name: None)
+        # authorize(scope, namespace, service): whether the caller may call that service
+        self.authorize = authorize or (lambda _scope, _ns, _name: True)
         self.metrics = metrics or GatewayMetrics()
         self.metrics.gauges = self._gauges
         self.pool = Pool()
@@ -171,7 +174,7 @@ class Gateway:
         elif path.startswith("/v2/models/"):
             await self._v2(scope, receive, send)
         elif method == "GET" and path == "/v1/models":
-            await send_json(send, 200, {"object": "list", "data": self._model_list()})
+            await send_json(send, 200, {"object": "list", "data": self._model_list(scope)})
         elif method == "GET" and path in ("/healthz", "/v2/health/live", "/v2/health/ready"):
             body = {"live": True} if path.endswith("live") else {"ready": True}
             await send_json(send, 200, {} if path == "/healthz" else body)
@@ -223,6 +226,8 @@ class Gateway:
                 param="model",
             )
             return
+        if not await self._allowed(scope, svc, send):
+            return
         route = svc.route
         key = (
             request_key(body, route.prefix_chars)
@@ -243,6 +248,8 @@ class Gateway:
         if svc is None:
             await send_json(send, 404, {"error": f"model {name!r} is not served by the gateway"})
             return
+        if not await self._allowed(scope, svc, send):
+            return
         await self._forward(svc, name, scope, raw, RequestKey(), False, receive, send, started)
 
     def _service_of(self, model: str) -> ServiceState | None:
@@ -251,11 +258,24 @@ class Gateway:
             key = self.models.get(model.partition("_")[0])
         return self.services.get(key) if key is not None else None
 
-    def _model_list(self) -> list[dict[str, Any]]:
+    async def _allowed(self, scope: Scope, svc: ServiceState, send: Send) -> bool:
+        namespace, name = svc.route.namespace, svc.route.name
+        if self.authorize(scope, namespace, name):
+            return True
+        await send_error(
+            send,
+            403,
+            f"you may not call inferenceservice {namespace}/{name}: it takes create on "
+            f"inferenceservices/proxy in namespace {namespace} (the edit role grants it)",
+            "permission_denied",
+        )
+        return False
+
+    def _model_list(self, scope: Scope) -> list[dict[str, Any]]:
         out = []
         for model, key in sorted(self.models.items()):
             svc = self.services.get(key)
-            if svc is not None:
+            if svc is not None and self.authorize(scope, *key):
                 out.append(
                     {"id": model, "object": "model", "created": int(svc.route.created), "owned_by": key[0]}
                 )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from starlette.types import Scope
+
 from muster.controllers.manager import Manager, ManagerConfig
 from muster.controllers.scheduling.defaults import create_defaults
 from muster.runtime.base import SupportsLogs
@@ -52,13 +54,24 @@ def _start_manager(ctx: ServerContext, config: ManagerConfig) -> None:
 
 
 def _start_gateway(ctx: ServerContext, config: GatewayConfig) -> None:
+    from muster.api.base import GROUP
     from muster.gateway.gateway import Gateway
     from muster.gateway.server import GatewayServer
+    from muster.server.access.attributes import Attributes
     from muster.server.auth import BearerAuth
 
     manager: Manager = ctx.state["manager"]
     key = "InferenceService"
-    gateway = Gateway(poke=lambda ns, name: manager.ctx.cache.mark([(key, ns, name)]))
+    control = ctx.app.state.access
+
+    def authorize(scope: Scope, namespace: str, name: str) -> bool:
+        # Calling a model is `create inferenceservices/proxy` on its service, as a Kubernetes
+        # user calls a Service through `services/proxy`.
+        user = scope.get("state", {}).get("user")
+        attrs = Attributes("create", "inferenceservices", "proxy", namespace, name, GROUP)
+        return user is not None and control.authorize(user, attrs).allowed
+
+    gateway = Gateway(poke=lambda ns, name: manager.ctx.cache.mark([(key, ns, name)]), authorize=authorize)
     # The API's own authentication (any valid identity), in front of every gateway path but /healthz.
     app = BearerAuth(gateway, access=ctx.app.state.access, public_paths={"/healthz"}, page_paths=())
     server = GatewayServer(app, config.host, config.port)

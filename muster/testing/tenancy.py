@@ -88,6 +88,7 @@ _BODIES: dict[str, Obj] = {
         "spec": {"experiment": "x", "index": 0, "parameterAssignments": [{"name": "lr", "value": "0.01"}]}
     },
     "TrialMetrics": {"spec": {"trial": "x-0", "segment": 0}},
+    "InferenceService": {"spec": {"minReplicas": 0, "predictor": _POD}},
 }
 
 

@@ -60,7 +60,7 @@ def _rule(resources: list[str], verbs: list[str], groups: tuple[str, ...] = ("mu
 def _edit_rules() -> list[Obj]:
     return [
         _rule(_TEAM_WORK, ALL_VERBS),
-        _rule(["workflows/retry", "serviceaccounts/token"], ["create"]),
+        _rule(["workflows/retry", "serviceaccounts/token", "inferenceservices/proxy"], ["create"]),
         _rule(["pods"], ["get", "list", "watch", "delete", "deletecollection"]),
         _rule(["pods/log"], ["get"]),
         _rule(["workloads", "events", "trials", "trialmetrics", "resourcequotas"], READ),

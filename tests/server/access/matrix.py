@@ -26,6 +26,7 @@ TEAM_OF = {"alice": "team-a", "bob": "team-b"}
 EDIT: dict[str, frozenset[str]] = {
     "trainingjobs": ALL,
     "workflows": ALL,
+    "inferenceservices": ALL,
     "localqueues": ALL,
     "cacheentries": ALL,
     "serviceaccounts": ALL,
