@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-TEST_EXTRAS := dev,torch,sim,k8s,ray
+TEST_EXTRAS := dev,torch,sim,k8s,ray,experiments
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint fmt install install-dev bench clean

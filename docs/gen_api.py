@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
-from muster.api.compat import core, jobs, karpenter, kueue, rbac, serving
+from muster.api.compat import core, jobs, karpenter, katib, kueue, rbac, serving
 from muster.api.limits import MAX_DEPTH, MAX_INT
 from muster.api.quantity import MAX_UNITS, format_units
 from muster.api.registry import kinds
@@ -38,6 +38,7 @@ _ALIASES = {
     "validate_dns_subdomain": "name",
     "_duration": "duration",
     "_nproc": "auto, cpu, gpu or integer",
+    "_text": "number or string",
 }
 
 _INTRO = f"""# API reference
@@ -156,7 +157,9 @@ def _table(model: type[BaseModel], anchors: dict[type[BaseModel], str], skip_kin
         if skip_kind_fields and name in ("api_version", "kind"):
             continue
         typ = _type_name(field.annotation, field.metadata, anchors)
-        lines.append(f"| `{field.alias or name}` | {typ} | {_default(field)} | {_cell(field.description or '')} |")
+        lines.append(
+            f"| `{field.alias or name}` | {typ} | {_default(field)} | {_cell(field.description or '')} |"
+        )
     return [*lines, ""]
 
 
@@ -239,6 +242,7 @@ def _converters() -> str:
     for module, title in (
         (jobs, "PyTorchJob, batch/v1 Job and Pod"),
         (kueue, "Kueue"),
+        (katib, "Katib Experiment"),
         (serving, "KServe InferenceService and KubeAI Model"),
         (core, "Kubernetes core"),
         (rbac, "Kubernetes RBAC"),

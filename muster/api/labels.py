@@ -16,6 +16,7 @@ __all__ = [
     "CHECKPOINTABLE_ANNOTATION",
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
+    "EXPERIMENT_LABEL",
     "GPU",
     "GPU_MEMORY",
     "INTERRUPTION_ANNOTATION",
@@ -37,6 +38,7 @@ __all__ = [
     "STOP_GRACE_ANNOTATION",
     "STOP_REASON_ANNOTATION",
     "TEAM_LABEL",
+    "TRIAL_LABEL",
     "WORKFLOW_ATTEMPT_LABEL",
     "WORKFLOW_LABEL",
     "WORKFLOW_NODE_ANNOTATION",
@@ -106,6 +108,12 @@ WORKFLOW_NODE_ANNOTATION = "muster.dev/workflow-node"
 RETRY_ANNOTATION = "muster.dev/retry"
 # On a workflow made by `muster resubmit` (or the dashboard's Resubmit): the one it copies.
 RESUBMITTED_FROM_ANNOTATION = "muster.dev/resubmitted-from"
+
+# -- experiments -----------------------------------------------------------------------------
+
+# The Experiment a Trial, its TrainingJob, its pods and its TrialMetrics belong to, and the Trial.
+EXPERIMENT_LABEL = "muster.dev/experiment"
+TRIAL_LABEL = "muster.dev/trial"
 
 
 # -- serving ---------------------------------------------------------------------------------

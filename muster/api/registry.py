@@ -25,6 +25,7 @@ from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
+from muster.api.experiment import Experiment
 from muster.api.kinds import Kind, UnknownKind
 from muster.api.limits import document_errors
 from muster.api.namespace import Namespace, ResourceQuota
@@ -35,6 +36,7 @@ from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, 
 from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
 from muster.api.serving import InferenceService
 from muster.api.trainingjob import TrainingJob
+from muster.api.trial import Trial, TrialMetrics
 from muster.api.workflow import Workflow
 from muster.api.workload import Workload
 
@@ -73,6 +75,9 @@ _MODELS: dict[str, type[Object]] = {
         TrainingJob,
         Workflow,
         CacheEntry,
+        Experiment,
+        Trial,
+        TrialMetrics,
         InferenceService,
         Workload,
         Pod,

@@ -19,7 +19,19 @@ from muster.api.quantity import Quantity, QuantityError
 __all__ = ["COLUMNS", "Column", "age", "columns_for", "evaluate", "row"]
 
 Format = Literal[
-    "text", "age", "sum", "count", "state", "ref", "map", "unique", "bytes", "replicas", "traffic"
+    "text",
+    "age",
+    "sum",
+    "count",
+    "state",
+    "ref",
+    "map",
+    "unique",
+    "bytes",
+    "pairs",
+    "number",
+    "replicas",
+    "traffic",
 ]
 NONE = "<none>"
 
@@ -126,6 +138,35 @@ COLUMNS: dict[str, list[Column]] = {
         Column("TASKS", "status.taskPhases", "map", wide=True),
         Column("MESSAGE", "status.message", wide=True),
     ],
+    "Experiment": [
+        NAME,
+        Column("STATE", "status.conditions", "state"),
+        Column("TRIALS", "status.trials"),
+        Column("RUNNING", "status.trialsRunning"),
+        Column("PENDING", "status.trialsPending"),
+        Column("STOPPED", "status.trialsEarlyStopped"),
+        Column("BEST-TRIAL", "status.currentOptimalTrial.bestTrialName"),
+        Column("OBJECTIVE", "status.currentOptimalTrial.objectiveValue", "number"),
+        Column("PARAMETERS", "status.currentOptimalTrial.parameterAssignments", "pairs"),
+        AGE,
+        Column("ALGORITHM", "spec.algorithm.algorithmName", wide=True),
+        Column("METRIC", "spec.objective.objectiveMetricName", wide=True),
+        Column("QUEUE", "spec.queueName", wide=True),
+        Column("FAILED", "status.trialsFailed", wide=True),
+        Column("GPU-SECONDS", "status.gpuSeconds", "number", wide=True),
+    ],
+    "Trial": [
+        NAME,
+        Column("PHASE", "status.phase"),
+        Column("OBJECTIVE", "status.objectiveValue", "number"),
+        Column("PARAMETERS", "spec.parameterAssignments", "pairs"),
+        AGE,
+        Column("EXPERIMENT", "spec.experiment", wide=True),
+        Column("REASON", "status.reason", wide=True),
+        Column("GPU-SECONDS", "status.gpuSeconds", "number", wide=True),
+        Column("MESSAGE", "status.message", wide=True),
+    ],
+    "TrialMetrics": [NAME, Column("TRIAL", "spec.trial"), Column("SEGMENT", "spec.segment"), AGE],
     "CacheEntry": [
         NAME,
         Column("TASK", "spec.task"),
@@ -323,6 +364,17 @@ def _map(values: list[Any], _now: datetime) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(mapping.items())) or NONE
 
 
+def _pairs(values: list[Any], _now: datetime) -> str:
+    """``[{name: lr, value: 0.01}, ...]`` as ``lr=0.01,...`` (parameter assignments)."""
+    items = values[0] if values and isinstance(values[0], list) else []
+    return ",".join(f"{i.get('name')}={i.get('value')}" for i in items if isinstance(i, dict)) or NONE
+
+
+def _number(values: list[Any], _now: datetime) -> str:
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return ",".join(f"{v:.6g}" for v in numbers) if numbers else NONE
+
+
 def _replicas(values: list[Any], _now: datetime) -> str:
     """``ready/desired`` of an InferenceService's status."""
     status = values[0] if values and isinstance(values[0], dict) else {}
@@ -358,6 +410,8 @@ _FORMATS: dict[str, Callable[[list[Any], datetime], str]] = {
     "map": _map,
     "unique": _unique,
     "bytes": _bytes,
+    "pairs": _pairs,
+    "number": _number,
     "replicas": _replicas,
     "traffic": _traffic,
 }

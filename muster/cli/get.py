@@ -10,6 +10,7 @@ import typer
 
 from muster.api import kinds
 from muster.api.kinds import Kind
+from muster.api.labels import EXPERIMENT_LABEL
 from muster.cli.app import app, console
 from muster.cli.audit import print_audit
 from muster.cli.common import (
@@ -129,6 +130,11 @@ def get(
                 if name and info.kind == "Workflow" and fmt.tabular:
                     console.print()
                     print_tasks(objects[0], wide=fmt.output == Output.wide)
+                if name and info.kind == "Experiment" and fmt.tabular:
+                    console.print()
+                    trials = client.list("Trial", ns, f"{EXPERIMENT_LABEL}={name}")["items"]
+                    trials.sort(key=lambda t: int(t["spec"].get("index") or 0))
+                    print_objects("Trial", trials, fmt, single=False, namespaces=False)
             if watch:
                 _follow(client, info, ns, name, selector, version, fmt, table, request_timeout)
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from muster.cli.app import console
-from muster.cli.columns import Column, columns_for, row
+from muster.cli.columns import Column, age, columns_for, row
 from muster.cli.jsonpath import JsonPathError, Template
 
 __all__ = [
@@ -20,6 +21,9 @@ __all__ = [
     "OutputFormat",
     "Table",
     "parse_output",
+    "print_events",
+    "print_field",
+    "print_heading",
     "print_objects",
     "print_raw",
     "print_records",
@@ -160,12 +164,35 @@ def print_value(value: Any, output: Output) -> None:
     console.print(text, markup=False, soft_wrap=True)
 
 
+def print_field(label: str, value: str) -> None:
+    """A ``Label:    value`` line of an explanation (``muster why``); an empty label continues one."""
+    console.print(f"{label + ':' if label else '':<10}{value}", markup=False, highlight=False)
+
+
+def print_heading(title: str) -> None:
+    """A section heading of an explanation, after a blank line."""
+    console.print()
+    console.print(f"{title}:", style="bold", markup=False)
+
+
 def print_rows(headers: list[str], rows: list[list[str]], indent: str = "") -> None:
     """Aligned columns under a header, for tables that are not one kind's objects."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     for n, cells in enumerate([headers, *rows]):
         line = indent + "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         console.print(line, markup=False, highlight=False, style="bold" if n == 0 and not indent else None)
+
+
+def print_events(events: list[dict[str, Any]], now: datetime, indent: str = "  ") -> None:
+    """The events of an explanation (``muster why``): last seen, type, reason, object, message."""
+    print_rows(
+        ["LAST-SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        [
+            [age(e.get("lastTimestamp"), now), e["type"] or "", e["reason"] or "", e["object"], e["message"]]
+            for e in events
+        ],
+        indent,
+    )
 
 
 def print_records(

@@ -16,7 +16,15 @@ import typer
 from muster.cli.app import app, console
 from muster.cli.columns import age
 from muster.cli.common import NamespaceOpt, ServerOpt, TokenOpt, connect, handle_errors, resolve_target
-from muster.cli.output import Output, print_rows, print_value
+from muster.cli.output import (
+    Output,
+    print_events,
+    print_field,
+    print_heading,
+    print_rows,
+    print_value,
+)
+from muster.cli.why_experiment import render_experiment
 
 __all__ = ["render", "why"]
 
@@ -50,7 +58,7 @@ def why(
     target: Annotated[
         str,
         typer.Argument(
-            help="job/NAME, trainingjob/NAME, workflow/NAME, workload/NAME, pod/NAME or "
+            help="job/NAME, trainingjob/NAME, workflow/NAME, workload/NAME, pod/NAME, experiment/NAME or "
             "inferenceservice/NAME (isvc/NAME)."
         ),
     ],
@@ -62,16 +70,19 @@ def why(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Explain why a job (or a workflow) waits, failed, was preempted, or where it runs; or why
-    a served model has the replicas it has."""
+    """Explain why a job (or a workflow) waits, failed, was preempted, or where it runs; for an
+    experiment, how many trials run, wait (and why) or were stopped, and the best one; or why a
+    served model has the replicas it has."""
     with handle_errors():
         kind, name = resolve_target(
-            target, ("TrainingJob", "Workflow", "Workload", "Pod", "InferenceService")
+            target, ("TrainingJob", "Workflow", "Workload", "Pod", "Experiment", "InferenceService")
         )
         with connect(server, token) as client:
             explanation = client.view(f"why/{kind}/{namespace}/{name}", tail=tail)
         if output is not WhyOutput.table:
             print_value(explanation, Output(output.value))
+        elif explanation.get("kind") == "Experiment":
+            render_experiment(explanation)
         else:
             render(explanation)
 
@@ -84,14 +95,14 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     cause = ex.get("rootCause")
     if cause:
         # The fact behind the scheduler's reason comes first: it is what to act on.
-        _field("Cause", f"{cause['message']} [{cause['object']}]")
+        print_field("Cause", f"{cause['message']} [{cause['object']}]")
         for more in cause.get("also") or []:
-            _field("", f"and {more['message']} [{more['object']}]")
-    _field("State", ex["state"])
+            print_field("", f"and {more['message']} [{more['object']}]")
+    print_field("State", ex["state"])
     if ex.get("reason"):
-        _field("Reason", ex["reason"])
+        print_field("Reason", ex["reason"])
     if ex.get("message"):
-        _field("Message", ex["message"])
+        print_field("Message", ex["message"])
     if ex.get("serving"):
         _serving(ex["serving"])
     q = ex.get("queue")
@@ -106,11 +117,11 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
                 text += "; ahead: " + ", ".join(q["ahead"]) + (f" and {more} more" if more > 0 else "")
         else:
             text += f", {q['pending']} pending"
-        _field("Queue", text)
+        print_field("Queue", text)
     if ex.get("requests"):
-        _field("Requests", ", ".join(f"{r} {v}" for r, v in ex["requests"].items()))
+        print_field("Requests", ", ".join(f"{r} {v}" for r, v in ex["requests"].items()))
     if ex.get("quota"):
-        _heading(f"Quota of ClusterQueue {q['clusterQueue'] if q else ''}")
+        print_heading(f"Quota of ClusterQueue {q['clusterQueue'] if q else ''}")
         print_rows(
             ["FLAVOR", "RESOURCE", "USED", "NOMINAL", "BORROWED", "BORROWING-LIMIT"],
             [
@@ -130,7 +141,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if nodes:
         shown = nodes[:_NODES_SHOWN]
         fitting = sum(1 for v in nodes if v["fits"])
-        _heading(f"Nodes ({fitting} of {len(nodes)} can host a pod now)")
+        print_heading(f"Nodes ({fitting} of {len(nodes)} can host a pod now)")
         print_rows(
             ["NODE", "VERDICT", "WHY"],
             [[v["node"], "fits" if v["fits"] else v["reason"], v["message"]] for v in shown],
@@ -140,7 +151,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
             _item(f"and {len(nodes) - len(shown)} more nodes (-o json lists them all)")
     waiting = (ex.get("capacity") or {}).get("nodes") or []
     if waiting:
-        _heading("Nodes coming up for it")
+        print_heading("Nodes coming up for it")
         print_rows(
             ["NODECLAIM", "POOL", "PHASE", "ETA", "PROVIDER ERROR"],
             [
@@ -156,10 +167,10 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
             indent="  ",
         )
     if ex.get("fragmentation") is not None:
-        _heading("Free GPUs")
+        print_heading("Free GPUs")
         _item(ex["fragmentation"]["message"])
     if ex.get("tasks"):
-        _heading("Tasks")
+        print_heading("Tasks")
         print_rows(
             ["TASK", "PHASE", "REASON", "ATTEMPTS", "DETAIL"],
             [
@@ -175,7 +186,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
             indent="  ",
         )
     if ex.get("pods"):
-        _heading("Pods")
+        print_heading("Pods")
         print_rows(
             ["REPLICA", "POD", "PHASE", "REASON", "NODE", "GPUS", "EXIT"],
             [
@@ -196,7 +207,7 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if ex.get("failure") is not None:
         _failure(ex["failure"])
     if ex.get("preemptions"):
-        _heading("Preemptions")
+        print_heading("Preemptions")
         for pre in ex["preemptions"]:
             when = f"{age(pre['time'], now)} ago" if pre.get("time") else "at an unknown time"
             by = f" by {pre['preemptor']}" if pre.get("preemptor") else ""
@@ -211,31 +222,20 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
                 resumed = f"{age(pre['resumedAt'], now)} ago"
                 console.print(f"      resumed {resumed} with no checkpoint: it started over", markup=False)
     if ex.get("unblock"):
-        _heading("What would unblock it" if ex["state"] not in ("Failed", "Restarting") else "What to do")
+        print_heading(
+            "What would unblock it" if ex["state"] not in ("Failed", "Restarting") else "What to do"
+        )
         for hint in ex["unblock"]:
             _item(hint)
     if ex.get("events"):
-        _heading("Recent events")
-        print_rows(
-            ["LAST-SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-            [
-                [
-                    age(e.get("lastTimestamp"), now),
-                    e["type"] or "",
-                    e["reason"] or "",
-                    e["object"],
-                    e["message"],
-                ]
-                for e in ex["events"]
-            ],
-            indent="  ",
-        )
+        print_heading("Recent events")
+        print_events(ex["events"], now)
 
 
 def _serving(serving: dict[str, Any]) -> None:
     if serving.get("url"):
-        _field("URL", f"{serving['url']}/v1 (models: {', '.join(serving.get('models') or [])})")
-    _heading("Revisions (what the autoscaler saw and decided)")
+        print_field("URL", f"{serving['url']}/v1 (models: {', '.join(serving.get('models') or [])})")
+    print_heading("Revisions (what the autoscaler saw and decided)")
     print_rows(
         ["REVISION", "TRAFFIC", "DESIRED", "READY", "MODE", "STABLE", "PANIC", "WHY"],
         [
@@ -254,7 +254,7 @@ def _serving(serving: dict[str, Any]) -> None:
         indent="  ",
     )
     if serving.get("replicas"):
-        _heading("Replicas")
+        print_heading("Replicas")
         print_rows(
             ["REPLICA", "REVISION", "STATE", "NODE", "GPUS", "ADDRESS", "RESTARTS", "MESSAGE"],
             [
@@ -275,7 +275,7 @@ def _serving(serving: dict[str, Any]) -> None:
 
 
 def _failure(failure: dict[str, Any]) -> None:
-    _heading("Failure")
+    print_heading("Failure")
     _item(f"{failure['reason']}" + (f": {failure['message']}" if failure.get("message") else ""))
     pod = failure.get("pod")
     if pod is not None:
@@ -285,18 +285,9 @@ def _failure(failure: dict[str, Any]) -> None:
             + (f": {pod['message']}" if pod.get("message") else "")
         )
         if failure.get("logTail"):
-            _heading(f"Log tail of {pod['replica']} (muster logs {pod['name']})")
+            print_heading(f"Log tail of {pod['replica']} (muster logs {pod['name']})")
             for line in failure["logTail"]:
                 console.print("  | " + line.rstrip("\n"), markup=False, highlight=False)
-
-
-def _field(label: str, value: str) -> None:
-    console.print(f"{label + ':' if label else '':<10}{value}", markup=False, highlight=False)
-
-
-def _heading(title: str) -> None:
-    console.print()
-    console.print(f"{title}:", style="bold", markup=False)
 
 
 def _item(text: str) -> None:

@@ -42,6 +42,8 @@ WATCHED_KINDS = (
     "Pod",
     "NodePool",
     "NodeClaim",
+    "Experiment",
+    "Trial",
 )
 # Labels the cache indexes Pods by, so a job's or a workload's pods are found without a scan.
 _POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name")

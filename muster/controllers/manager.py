@@ -6,7 +6,9 @@ One thread drives, in order, on every pass:
 2. the node controller (registration, heartbeats, the default queue's quota);
 3. garbage collection (after deletions, and on every resync);
 4. the Workflow controller, for the workflows whose objects changed (it creates Workloads
-   and TrainingJobs for their tasks);
+   and TrainingJobs for their tasks), then the Experiment controller, for the experiments
+   whose trials, jobs or pods changed or whose metrics are due a look (it creates Trials
+   and their TrainingJobs);
 5. the TrainingJob controller, for the jobs whose objects changed, and the InferenceService
    controller, for the services whose objects changed (or whose gateway asked for a look);
 6. the Workload controller (the eviction handshake), then the Namespace controller (a new
@@ -42,12 +44,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from muster.api.labels import JOB_NAME_LABEL, SERVING_SERVICE_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
+from muster.api.labels import (
+    EXPERIMENT_LABEL,
+    JOB_NAME_LABEL,
+    SERVING_SERVICE_LABEL,
+    WORKFLOW_LABEL,
+    WORKLOAD_LABEL,
+)
 from muster.api.lifecycle import is_final
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.capacity.controller import CapacityController
 from muster.controllers.context import Context, EventRecorder
+from muster.controllers.experiment import ExperimentController
 from muster.controllers.insight.metrics import ClusterState
 from muster.controllers.namespaces.controller import NamespaceController, QuotaController
 from muster.controllers.nodes.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
@@ -70,6 +79,7 @@ from muster.runtime.base import (
     SupportsCleanup,
     SupportsFaultInjection,
     SupportsLeadership,
+    SupportsLogs,
     SupportsNativePods,
     SupportsReadoption,
 )
@@ -167,6 +177,9 @@ class Manager:
         )
         self.jobs = TrainingJobController(self.ctx, master_address=self._master_address)
         self.workflows = WorkflowController(self.ctx)
+        self.experiments = ExperimentController(
+            self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
+        )
         self.serving = ServingController(self.ctx, native_pods=isinstance(self.runtime, SupportsNativePods))
         self.workloads = WorkloadController(self.ctx)
         self.namespaces = NamespaceController(self.ctx, self.config.namespace_default_queue)
@@ -187,6 +200,7 @@ class Manager:
         )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
+        self._metrics_collected = False
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -312,12 +326,20 @@ class Manager:
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
-            k[0] in ("TrainingJob", "Workload", "Workflow", "InferenceService")
+            k[0] in ("TrainingJob", "Workload", "Workflow", "Experiment", "Trial", "InferenceService")
             and ctx.cache.get(k[0], k[2], k[1] or None) is None
             for k in changed
         ):
             collect_garbage(ctx)
             self.workflows.collect_run_dirs()
+        if not self._metrics_collected or any(
+            k[0] in ("Experiment", "Trial") and ctx.cache.get(k[0], k[2], k[1] or None) is None
+            for k in changed
+        ):
+            # Trial metrics are not in the cache (they are the bulk of an experiment's data):
+            # looked for only when an experiment or trial went, and once at start.
+            self.experiments.collect_garbage()
+            self._metrics_collected = True
         flows = _owners_of(changed, "Workflow", WORKFLOW_LABEL)
         if full:
             flows |= {
@@ -325,6 +347,13 @@ class Manager:
                 for w in ctx.cache.list("Workflow")
             }
         self._reconcile_workflows(flows)
+        experiments = _owners_of(changed, "Experiment", EXPERIMENT_LABEL)
+        if full:
+            experiments |= {
+                (e["metadata"].get("namespace") or "", e["metadata"]["name"])
+                for e in ctx.cache.list("Experiment")
+            }
+        self._reconcile_experiments(experiments)
         jobs = _jobs_of(changed)
         if full:
             jobs |= {
@@ -372,10 +401,18 @@ class Manager:
                 self.serving.reconcile(isvc)
 
     def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
-        for ns, name in sorted(flows):
-            wf = self.ctx.cache.get("Workflow", name, ns or None)
-            if wf is not None:
-                self.workflows.reconcile(wf)
+        self._reconcile_each("Workflow", flows, self.workflows.reconcile)
+
+    def _reconcile_experiments(self, experiments: set[tuple[str, str]]) -> None:
+        self._reconcile_each("Experiment", experiments, self.experiments.reconcile)
+
+    def _reconcile_each(
+        self, kind: str, names: set[tuple[str, str]], reconcile: Callable[[Obj], None]
+    ) -> None:
+        for ns, name in sorted(names):
+            obj = self.ctx.cache.get(kind, name, ns or None)
+            if obj is not None:
+                reconcile(obj)
 
     def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
         cache = self.ctx.cache

@@ -72,6 +72,22 @@ _BODIES: dict[str, Obj] = {
     },
     "ServiceAccount": {},
     "Namespace": {},
+    "Experiment": {
+        "spec": {
+            "objective": {"type": "minimize", "objectiveMetricName": "loss"},
+            "algorithm": {"algorithmName": "random"},
+            "parameters": [
+                {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.01", "max": "0.1"}}
+            ],
+            "trialTemplate": {"template": {"spec": _POD}},
+            "maxTrialCount": 1,
+            "parallelTrialCount": 1,
+        }
+    },
+    "Trial": {
+        "spec": {"experiment": "x", "index": 0, "parameterAssignments": [{"name": "lr", "value": "0.01"}]}
+    },
+    "TrialMetrics": {"spec": {"trial": "x-0", "segment": 0}},
     "InferenceService": {"spec": {"minReplicas": 0, "predictor": _POD}},
     # a hook pool whose command fails: a claim of it only records the provider's error
     "NodePool": {"spec": {"provider": "hook", "providerConfig": {"command": "false"}, "maxNodes": 1}},

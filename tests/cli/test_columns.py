@@ -121,3 +121,26 @@ def _deref(root: dict, node: dict) -> dict:
             node = next((n for n in node["anyOf"] if n.get("type") != "null"), {})
         else:
             return node
+
+
+def test_experiment_columns_show_the_best_trial_and_its_parameters():
+    from muster.cli.columns import columns_for, row
+
+    exp = {
+        "metadata": {"name": "lr-search"},
+        "status": {
+            "trials": 7,
+            "trialsRunning": 2,
+            "currentOptimalTrial": {
+                "bestTrialName": "lr-search-3",
+                "objectiveValue": 0.123456789,
+                "parameterAssignments": [{"name": "lr", "value": "0.01"}, {"name": "opt", "value": "adam"}],
+            },
+        },
+    }
+    cols = columns_for("Experiment")
+    cells = dict(zip([c.header for c in cols], row(exp, cols), strict=True))
+    assert cells["BEST-TRIAL"] == "lr-search-3"
+    assert cells["OBJECTIVE"] == "0.123457"
+    assert cells["PARAMETERS"] == "lr=0.01,opt=adam"
+    assert cells["TRIALS"] == "7" and cells["RUNNING"] == "2"

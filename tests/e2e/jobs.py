@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,12 +12,13 @@ from typing import Any
 
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiError
-from muster.testing import wait_for
+from muster.testing import skip_or_fail, wait_for
 from muster.testing.up import MusterUp
 
 Obj = dict[str, Any]
 PYTHON = sys.executable
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 DDP_SCRIPT = str(HERE / "ddp_train.py")
 
 
@@ -47,12 +49,14 @@ def serve(
 
 
 def clean_up(client: Client) -> None:
-    for job in client.list("TrainingJob")["items"]:
-        try:
-            client.delete("TrainingJob", job["metadata"]["name"], job["metadata"]["namespace"])
-        except ApiError:
-            pass
-    wait_for(lambda: not live_pods(client), timeout=60, what="every pod to stop")
+    # Experiments first: they would make their trials' jobs again.
+    for kind in ("Experiment", "TrainingJob"):
+        for obj in client.list(kind)["items"]:
+            try:
+                client.delete(kind, obj["metadata"]["name"], obj["metadata"]["namespace"])
+            except ApiError:
+                pass
+    wait_for(lambda: not live_pods(client), timeout=120, what="every pod to stop")
 
 
 def live_pods(client: Client) -> list[Obj]:
@@ -165,3 +169,16 @@ def progress(home: Path, job: str, namespace: str = "default") -> list[Obj]:
 def pod_log(home: Path, pod: str, container: str = "main", namespace: str = "default") -> str:
     path = home / "logs" / namespace / pod / f"{container}.log"
     return path.read_text() if path.exists() else ""
+
+
+def run_examples_as_written(monkeypatch: Any) -> None:
+    """Set up for the examples' YAML, which runs ``python3 $(PWD)/examples/...`` and torch: the
+    server started here gets the repository as its directory and this interpreter first on
+    PATH (skips without torch)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        skip_or_fail("torch is not installed (pip install -e '.[torch]')")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PWD", str(REPO))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -279,6 +279,37 @@ def test_the_workflow_dag_is_layered_and_a_task_opens_its_status(browser: Any, h
             tab.close()
 
 
+def test_an_experiment_page_plots_the_objective_per_trial_and_each_trial_s_curve(tab: Page, client: Client):
+    from tests.e2e.test_experiments import TRAINER, finished, trainer_experiment
+
+    doc = trainer_experiment(
+        "sweep",
+        {"algorithmName": "random", "algorithmSettings": [{"name": "random_state", "value": "2"}]},
+        3,
+        3,
+        ["--quality", "${trialParameters.quality}", "--steps", "4", "--step-time", "0.05"],
+    )
+    assert TRAINER in doc["spec"]["trialTemplate"]["template"]["spec"]["containers"][0]["command"]
+    client.create(doc)
+    try:
+        finished(client, "sweep", timeout=120)
+        tab.open("/experiments", "a.experiment-link")
+        assert "sweep" in tab.page.inner_text("table.experiments")
+        tab.page.click("a.experiment-link:text-is('sweep')")
+        tab.page.wait_for_selector("svg.plot-objective circle.trial-dot")
+        assert tab.page.locator("svg.plot-objective circle.trial-dot").count() == 3
+        assert tab.page.locator("svg.plot-objective path.best-line").count() == 1
+        assert tab.page.locator("svg.plot-curves path.curve").count() == 3
+        assert tab.page.locator("svg.plot-curves path.curve.best").count() == 1
+        assert "succeeded (MaxTrialsReached): 3 of 3 trials" in tab.page.inner_text(".why-summary")
+        assert tab.page.locator("table.trials tr.row-best").count() == 1
+        ARTIFACTS.mkdir(exist_ok=True)
+        tab.page.screenshot(path=str(ARTIFACTS / "dashboard-experiment.png"), full_page=True)
+        assert tab.errors == []
+    finally:
+        client.delete("Experiment", "sweep", "default")
+
+
 def _workflow(name: str) -> dict[str, Any]:
     def task(task_name: str, deps: list[str]) -> dict[str, Any]:
         template = {

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from muster.sdk.client import Client
-from muster.testing import skip_or_fail
+from tests.e2e.jobs import run_examples_as_written
 from tests.e2e.workflows import REPO, wait_phase, workflow_cluster
 
 pytestmark = pytest.mark.slow
@@ -24,14 +24,7 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(autouse=True)
 def _torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        skip_or_fail("torch is not installed (pip install -e '.[torch]')")
-    # The YAML runs `python3 $(PWD)/examples/...`: the server's directory and interpreter.
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("PWD", str(REPO))
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    run_examples_as_written(monkeypatch)
 
 
 def test_yaml_and_sdk_pipelines_agree_and_a_rerun_is_cached(muster_home: Path):

@@ -20,10 +20,11 @@ from muster.store.base import NotFound
 __all__ = ["collect_garbage"]
 
 Obj = dict[str, Any]
-# Kinds whose objects are owned (by a TrainingJob or a Workflow) and collected here. A
-# Workflow's TrainingJob goes first; its own Workload and Pods follow on the next pass.
-_OWNED_KINDS = ("TrainingJob", "Workload", "Pod")
-_OWNER_KINDS = ("TrainingJob", "Workflow", "InferenceService")
+# Kinds whose objects are owned (by a TrainingJob, a Workflow, an Experiment or an
+# InferenceService) and collected here. A Workflow's or an Experiment's TrainingJob goes first;
+# its own Workload and Pods follow on the next pass.
+_OWNED_KINDS = ("Trial", "TrainingJob", "Workload", "Pod")
+_OWNER_KINDS = ("TrainingJob", "Workflow", "Experiment", "InferenceService")
 
 
 def collect_garbage(ctx: Context) -> int:

@@ -274,6 +274,9 @@ class _Pass:
     # -- the gang ------------------------------------------------------------------------------
 
     def _admitted(self, wl: Obj) -> None:
+        if job_phase(self.job) is JobPhase.PREEMPTED:
+            # Requeued and admitted again between two looks (its GPUs were free at once).
+            self._move(JobPhase.QUEUED, "Requeued", "its pods are gone; admitted again")
         requeues = ((wl.get("status") or {}).get("requeueState") or {}).get("count", 0)
         attempt = f"{requeues}-{self.status.get('restartCount', 0)}"
         pods = self._pods(wl)

@@ -57,6 +57,7 @@ _ALIASES: dict[str, tuple[tuple[str, str], ...]] = {
     "workloads": ((_KUEUE, "workloads"),),
     "priorityclasses": (("scheduling.k8s.io", "priorityclasses"),),
     "trainingjobs": (("kubeflow.org", "pytorchjobs"), ("batch", "jobs")),
+    "experiments": (("kubeflow.org", "experiments"),),
     "roles": ((_RBAC, "roles"),),
     "rolebindings": ((_RBAC, "rolebindings"),),
     "clusterroles": ((_RBAC, "clusterroles"),),

@@ -39,8 +39,18 @@ Obj = dict[str, Any]
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 READ = ["get", "list", "watch"]
 _QUEUE_KINDS = ["clusterqueues", "cohorts", "resourceflavors", "topologies", "priorityclasses"]
-_TEAM_WORK = ["trainingjobs", "workflows", "inferenceservices", "localqueues", "cacheentries"]
-_TEAM_READS = ["pods", "workloads", "events", "resourcequotas", "serviceaccounts", "namespaces"]
+_TEAM_WORK = ["trainingjobs", "workflows", "experiments", "inferenceservices", "localqueues", "cacheentries"]
+# Trials and their metrics are the Experiment controller's: people read them.
+_TEAM_READS = [
+    "pods",
+    "workloads",
+    "events",
+    "trials",
+    "trialmetrics",
+    "resourcequotas",
+    "serviceaccounts",
+    "namespaces",
+]
 
 
 def _rule(resources: list[str], verbs: list[str], groups: tuple[str, ...] = ("muster.dev",)) -> Obj:
@@ -56,7 +66,7 @@ def _edit_rules() -> list[Obj]:
         ),
         _rule(["pods"], ["get", "list", "watch", "delete", "deletecollection"]),
         _rule(["pods/log"], ["get"]),
-        _rule(["workloads", "events", "resourcequotas"], READ),
+        _rule(["workloads", "events", "trials", "trialmetrics", "resourcequotas"], READ),
         _rule(["serviceaccounts"], ALL_VERBS),
         _rule(["tokens"], ["get", "list", "watch", "delete"]),
         _rule(["namespaces"], READ),  # bound in a namespace: that namespace only

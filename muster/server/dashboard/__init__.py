@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from muster.server.dashboard import changes, pages, serving, views
+from muster.server.dashboard import changes, experiments, pages, serving, views
 
 __all__ = ["install_dashboard"]
 
@@ -21,6 +21,7 @@ def install_dashboard(app: FastAPI) -> None:
     """Add the dashboard's routes and static files to ``app``."""
     app.include_router(pages.router)
     app.include_router(views.router)
+    app.include_router(experiments.router)
     app.include_router(serving.router)
     app.include_router(changes.router)
     app.mount(

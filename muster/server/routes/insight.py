@@ -16,9 +16,11 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from muster.api import registry
+from muster.api.labels import EXPERIMENT_LABEL
 from muster.config import settings
 from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
+from muster.controllers.insight.explain.experiment import explain_experiment
 from muster.controllers.insight.explain.gather import gather
 from muster.controllers.insight.explain.serving import explain_service, gather_service
 from muster.controllers.insight.explain.workflow import explain_workflow, gather_workflow
@@ -33,7 +35,7 @@ from muster.server.views import StoreSource, manager_of
 __all__ = ["INSIGHT_PREFIX", "router"]
 
 INSIGHT_PREFIX = "/api/v1"
-_EXPLAINED = ("TrainingJob", "Workflow", "Workload", "Pod", "InferenceService")
+_EXPLAINED = ("TrainingJob", "Workflow", "Workload", "Pod", "Experiment", "InferenceService")
 
 router = APIRouter(tags=["insight"], responses=ERROR_RESPONSES)
 # GPU and node views: whoever may list nodes; pods the caller may not see show as hidden holders.
@@ -49,19 +51,29 @@ def why(
     name: str,
     tail: int = Query(20, ge=0, le=1000, description="Log lines of the failing replica to include."),
 ) -> Response:
-    """Why a TrainingJob, Workflow, Workload or Pod is where it is, or why an InferenceService
-    has the replicas it has (``muster why`` as JSON)."""
+    """Why a TrainingJob, Workflow, Workload or Pod is where it is, how an Experiment's trials
+    stand, or why an InferenceService has the replicas it has (``muster why`` as JSON)."""
     info = registry.lookup(kind)
     if info.kind not in _EXPLAINED:
         raise ApiError(
             400,
-            f"cannot explain a {info.kind}; ask about a TrainingJob, a Workflow, a Workload, a Pod "
-            "or an InferenceService",
+            f"cannot explain a {info.kind}; ask about a TrainingJob, a Workflow, a Workload, a Pod, "
+            "an Experiment or an InferenceService",
         )
     source = StoreSource(request.app.state.store, request.app)
     obj = source.get(info.kind, name, namespace)
     if obj is None:
         raise ApiError(404, f"{info.kind} {namespace}/{name} not found")
+    if info.kind == "Experiment":
+        selector = f"{EXPERIMENT_LABEL}={name}"
+        return json_response(
+            explain_experiment(
+                obj,
+                source.list("Trial", namespace, selector),
+                source.list("Pod", namespace, selector),
+                source.list("Event", namespace),
+            ).to_dict()
+        )
     if info.kind == "InferenceService":
         answer = explain_service(obj, gather_service(source, obj, tail, now=time.time()))
         manager = manager_of(request.app)

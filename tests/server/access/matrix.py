@@ -26,6 +26,7 @@ TEAM_OF = {"alice": "team-a", "bob": "team-b"}
 EDIT: dict[str, frozenset[str]] = {
     "trainingjobs": ALL,
     "workflows": ALL,
+    "experiments": ALL,
     "inferenceservices": ALL,
     "localqueues": ALL,
     "cacheentries": ALL,
@@ -33,6 +34,8 @@ EDIT: dict[str, frozenset[str]] = {
     "pods": READ | {"delete", "deletecollection"},
     "workloads": READ,
     "events": READ,
+    "trials": READ,
+    "trialmetrics": READ,
     "resourcequotas": READ,
 }
 VIEW: dict[str, frozenset[str]] = {plural: READ for plural in EDIT}

@@ -11,6 +11,8 @@ import nodes from "./pages/nodes.js";
 import workflows from "./pages/workflows.js";
 import workflow from "./pages/workflow.js";
 import cost from "./pages/cost.js";
+import experiments from "./pages/experiments.js";
+import experiment from "./pages/experiment.js";
 import serving from "./pages/serving.js";
 
 // [pattern, section in the sidebar, page]. A page is (root, params) -> dispose function.
@@ -20,6 +22,8 @@ const ROUTES = [
   [/^\/jobs\/([^/]+)\/([^/]+)$/, "jobs", job],
   [/^\/workflows$/, "workflows", workflows],
   [/^\/workflows\/([^/]+)\/([^/]+)$/, "workflows", workflow],
+  [/^\/experiments$/, "experiments", experiments],
+  [/^\/experiments\/([^/]+)\/([^/]+)$/, "experiments", experiment],
   [/^\/serving$/, "serving", serving],
   [/^\/queues$/, "queues", queues],
   [/^\/nodes$/, "nodes", nodes],

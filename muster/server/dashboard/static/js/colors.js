@@ -26,6 +26,7 @@ const PHASE = {
   Failed: "bad", Error: "bad",
   Queued: "wait", Pending: "wait", Created: "wait",
   Preempted: "preempt", Suspended: "idle", Skipped: "idle", Omitted: "idle",
+  EarlyStopped: "idle", MetricsUnavailable: "bad", Killed: "idle",
   Ready: "ok", Starting: "wait", Draining: "warn", Stopping: "idle", ScaledToZero: "idle", NotReady: "wait",
 };
 
