@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from muster.store.base import Obj, Store, TooOld, WatchEvent
+from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
 
 __all__ = ["WATCHED_KINDS", "Cache", "Key"]
 
@@ -65,11 +65,15 @@ class Cache:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._changed: set[Key] = set()
+        self._marked: set[Key] = set()  # asked for by mark(): a look even if unchanged
         self._deleted: dict[Key, Obj] = {}  # last states of objects deleted since take_changes
         self._dirty = False
         self._stopped = False
         self._seen = 0  # the revision the cache has applied every change up to
         self._watch: Iterator[WatchEvent] | None = None
+        # Called (under the cache's lock: it must be quick) whenever something changes, so a
+        # manager waiting elsewhere (on its runtime) wakes up too.
+        self.on_change: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
 
     # -- life ----------------------------------------------------------------------------
@@ -125,14 +129,54 @@ class Cache:
         with self._lock:
             self._remove(obj)
 
+    def reload(self, keys: Iterable[Key]) -> None:
+        """Replace what is cached of ``keys`` with what the store holds now, whatever the
+        versions (writes that were taken back: their revisions will be handed out again)."""
+        # Under the lock, so that a change the watch skipped meanwhile (older than the taken
+        # back version) is in what the store answers here.
+        with self._lock:
+            for key in keys:
+                kind, ns, name = key
+                table = self._objects.get(kind)
+                if table is None:
+                    continue
+                try:
+                    obj: Obj | None = self.store.get(kind, name, ns or None)
+                except NotFound:
+                    obj = None
+                current = table.pop(key, None)
+                if current is not None:
+                    self._unindex(key, current)
+                self._gone.pop(key, None)
+                if obj is not None:
+                    self._put(obj)
+                self._note(key)
+
     def mark(self, keys: Iterable[Key]) -> None:
-        """Ask for another look at ``keys`` (a write that conflicted, a timer that fired)."""
+        """Ask for another look at ``keys`` (a write that conflicted, a timer that fired), even
+        by a controller that has seen their current version."""
+        keys = list(keys)
+        with self._lock:
+            self._changed.update(keys)
+            self._marked.update(keys)
+            self._dirty = True
+            self._signal()
+
+    def requeue(self, keys: Iterable[Key]) -> None:
+        """Report ``keys`` as changed again on the next :meth:`take_changes` (changes a pass
+        took early for its later steps, which its earlier steps have not looked at yet)."""
         with self._lock:
             self._changed.update(keys)
             self._dirty = True
-            self._wake.notify_all()
+            self._signal()
 
     # -- change tracking --------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """Whether something changed since the last :meth:`take_changes`."""
+        with self._lock:
+            return self._dirty
 
     def wait(self, timeout: float) -> bool:
         """Wait until something changed (or ``timeout``); True when something did."""
@@ -146,11 +190,15 @@ class Cache:
         with self._lock:
             return self._wake.wait_for(lambda: self._seen >= revision or self._stopped, timeout)
 
-    def take_changes(self) -> dict[Key, Obj | None]:
+    def take_changes(self, marked: set[Key] | None = None) -> dict[Key, Obj | None]:
         """What changed since the last call (cleared): each key with its current object, or
-        with the last state of one deleted meanwhile (None when nothing is known of it)."""
+        with the last state of one deleted meanwhile (None when nothing is known of it).
+        ``marked`` receives the keys among them that :meth:`mark` asked for."""
         with self._lock:
             changed, self._changed = self._changed, set()
+            if marked is not None:
+                marked.update(self._marked)
+            self._marked = set()
             deleted, self._deleted = self._deleted, {}
             self._dirty = False
             return {k: self._objects.get(k[0], {}).get(k) or deleted.get(k) for k in changed}
@@ -170,7 +218,7 @@ class Cache:
                     self._put(obj)
             self._changed.update(k for objs in self._objects.values() for k in objs)
             self._dirty = True
-            self._wake.notify_all()
+            self._signal()
         return revision
 
     def _follow(self, revision: int) -> None:
@@ -242,7 +290,12 @@ class Cache:
     def _note(self, key: Key) -> None:
         self._changed.add(key)
         self._dirty = True
+        self._signal()
+
+    def _signal(self) -> None:
         self._wake.notify_all()
+        if self.on_change is not None:
+            self.on_change()
 
     def _index(self, key: Key, obj: Obj) -> None:
         if key[0] != "Pod":

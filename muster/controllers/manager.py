@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from muster.api.labels import JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
-from muster.api.lifecycle import is_final
+from muster.api.lifecycle import JobPhase, is_final, job_phase
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
-from muster.controllers.context import Context, EventRecorder
+from muster.controllers.context import Context
 from muster.controllers.insight.metrics import ClusterState
 from muster.controllers.nodes.gpumonitor import DEFAULT_HISTORY_SECONDS, DEFAULT_SAMPLE_SECONDS, GpuMonitor
 from muster.controllers.nodes.health import HealthController
@@ -63,6 +63,7 @@ from muster.runtime.base import (
     SupportsLeadership,
     SupportsNativePods,
     SupportsReadoption,
+    SupportsWakeup,
 )
 from muster.runtime.kubernetes.config import KubernetesConfig
 from muster.scheduler import Policy
@@ -87,6 +88,7 @@ _SCHEDULER_KINDS = frozenset(
         "Topology",
     }
 )
+_JOB_DONE = (JobPhase.SUCCEEDED, JobPhase.FAILED)
 _BUSY_POLL = 0.05  # how long the loop waits on the runtime while pods run
 _IDLE_WAIT = 1.0
 
@@ -141,10 +143,11 @@ class Manager:
             cache=Cache(store),
             home=Path(home),
             clock=self.config.clock,
-            events=EventRecorder(store),
         )
         self._own_runtime = runtime is None
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
+        if isinstance(self.runtime, SupportsWakeup):
+            self.ctx.cache.on_change = self.runtime.wake
         self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
         self.health = HealthController(
@@ -168,6 +171,11 @@ class Manager:
         )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
         self._next_resync = 0.0
+        # What the TrainingJob controller and the scheduler loop have looked at: a change
+        # requeued for another step is no news to them
+        self._jobs_seen = Seen()
+        self._workloads_seen = Seen()
+        self._scheduler_seen = Seen()
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -200,10 +208,10 @@ class Manager:
         """Stop the loop and detach from the runtime; pods keep running (re-adopted later)."""
         self._stop.set()
         self.ctx.cache.stop()
+        if isinstance(self.runtime, SupportsWakeup):
+            self.runtime.wake()  # a loop waiting on the runtime's reports
         if self._thread is not None:
             self._thread.join(timeout=30)
-        if self.ctx.events is not None:
-            self.ctx.events.close()
         if self._own_runtime:
             self.runtime.close()
 
@@ -225,11 +233,13 @@ class Manager:
             except Exception:  # a bug or a lost database must not end the control plane
                 log.exception("manager pass failed; retrying")
                 self._stop.wait(1.0)
-            wait = self._wait_time()
+            # Never wait while there is work: a change the pass itself left (or one that came
+            # meanwhile) runs the next pass at once.
+            wait = 0.0 if self.ctx.cache.dirty else self._wait_time()
             if self.executor.active:
-                changes = self.runtime.poll(min(wait, _BUSY_POLL))
-                if not changes:
-                    self.ctx.cache.wait(0)
+                # A wakeable runtime is woken by store changes too (the cache's on_change).
+                wakeable = isinstance(self.runtime, SupportsWakeup)
+                changes = self.runtime.poll(wait if wakeable else min(wait, _BUSY_POLL))
             else:
                 changes = []
                 self.ctx.cache.wait(wait)
@@ -253,13 +263,19 @@ class Manager:
         return max(0.0, min(wake) - now)
 
     def run_once(self, changes: Iterable[PodStatusChange] = ()) -> None:
-        """One pass (see the module docstring)."""
+        """One pass (see the module docstring), its writes in one transaction."""
         self.open()
+        with self.ctx.batch():
+            self._pass(changes)
+
+    def _pass(self, changes: Iterable[PodStatusChange]) -> None:
         ctx = self.ctx
         now = ctx.now()
-        changed = ctx.cache.take_changes()
+        forced: set[Key] = set()
+        changed = ctx.cache.take_changes(forced)
         for key in ctx.timers.due(now):
             changed.setdefault(key, ctx.cache.get(key[0], key[2], key[1] or None))
+            forced.add(key)
         answered = self._inject_faults()
         sampled = self.gpus.due(now) or (bool(answered) and self.gpus.enabled)
         if sampled:  # injected readings show at once
@@ -270,6 +286,9 @@ class Manager:
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
+            for seen in (self._jobs_seen, self._workloads_seen, self._scheduler_seen):
+                seen.prune(ctx.cache)
+        taken: set[Key] = set()
         if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
             # Maybe lost with its node: the nodes first, so the executor knows which are gone.
             self.nodes.sync()
@@ -284,6 +303,8 @@ class Manager:
             self.executor.set_nodes(self.nodes.addresses())
         for future, device in answered:
             future.set_result(device)  # the node's status is written: the caller sees it
+        # What the steps so far stored (pod statuses, nodes): every later step looks at it now.
+        self._take(changed, taken)
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
@@ -293,6 +314,7 @@ class Manager:
         ):
             collect_garbage(ctx)
             self.workflows.collect_run_dirs()
+        self._take(changed, taken)
         flows = _owners_of(changed, "Workflow", WORKFLOW_LABEL)
         if full:
             flows |= {
@@ -300,28 +322,54 @@ class Manager:
                 for w in ctx.cache.list("Workflow")
             }
         self._reconcile_workflows(flows)
-        jobs = _jobs_of(changed)
-        if full:
-            jobs |= {
-                (j["metadata"].get("namespace") or "", j["metadata"]["name"])
-                for j in ctx.cache.list("TrainingJob")
-            }
-        self._reconcile_jobs(jobs)
-        self._reconcile_workloads(changed, full)
-        if self._scheduling_needed(changed, full):
+        self._take(changed, taken)
+        self._reconcile_jobs(self._jobs_seen.new(changed, forced), full)
+        self._take(changed, taken)
+        self._reconcile_workloads(self._workloads_seen.new(changed, forced), full)
+        self._workloads_seen.saw(changed)
+        self._take(changed, taken)
+        fresh = self._scheduler_seen.new(changed, forced)
+        if self._scheduling_needed(fresh, full):
+            self._scheduler_seen.saw(changed)
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
-            self._reconcile_jobs(_jobs_of(admitted))
+            # Its own writes (admissions, pending reasons) are no news to the next cycle.
+            self._scheduler_seen.saw(self._take(changed, taken))
+            self._reconcile_jobs(admitted, False)
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
         pods = ctx.cache.list("Pod")
         self.executor.sync(pods)
         if full:
             self.executor.stop_orphans(pods)
+        # Changes taken early were seen by the steps after the one that made them, not by the
+        # steps before it: those look at them on the next pass (the others skip what they saw).
+        ctx.cache.requeue(taken)
 
-    def _reconcile_jobs(self, jobs: set[tuple[str, str]]) -> None:
-        for ns, name in sorted(jobs):
+    def _take(self, changed: dict[Key, Obj | None], taken: set[Key]) -> dict[Key, Obj | None]:
+        """Add what changed since the pass began (mostly its own writes) to ``changed``."""
+        new = self.ctx.cache.take_changes()
+        changed.update(new)
+        taken.update(new)
+        return new
+
+    def _reconcile_jobs(self, changed: dict[Key, Obj | None], full: bool) -> None:
+        """The TrainingJobs the changed objects belong to (every one on a full resync, but the
+        finished ones this manager has seen as they are)."""
+        names = _jobs_of(changed)
+        if full:
+            names |= {
+                (j["metadata"].get("namespace") or "", j["metadata"]["name"])
+                for j in self.ctx.cache.list("TrainingJob")
+                if not (self._jobs_seen.seen(j) and job_phase(j) in _JOB_DONE)
+            }
+        for ns, name in sorted(names):
             job = self.ctx.cache.get("TrainingJob", name, ns or None)
             if job is not None:
                 self.jobs.reconcile(job)
+        self._jobs_seen.saw(changed)
+        for ns, name in names:
+            job = self.ctx.cache.get("TrainingJob", name, ns or None)
+            if job is not None:
+                self._jobs_seen.saw({key_of(job): job})
 
     def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
         for ns, name in sorted(flows):
@@ -412,6 +460,42 @@ class Manager:
 
         fake = parse_fake_gpus(self.config.fake_gpus) if self.config.fake_gpus else None
         return LocalRuntime(home, fake_gpus=fake)
+
+
+class Seen:
+    """The versions of changed objects one step of the pass has looked at, so that a change it
+    has seen (requeued for the steps that ran before it) does not make it work again."""
+
+    def __init__(self) -> None:
+        self._versions: dict[Key, str] = {}
+
+    def new(self, changed: dict[Key, Obj | None], forced: set[Key]) -> dict[Key, Obj | None]:
+        """The changes not yet seen, and every ``forced`` one (marked, or due on a timer)."""
+        return {
+            k: obj
+            for k, obj in changed.items()
+            if k in forced or obj is None or self._versions.get(k) != _version(obj)
+        }
+
+    def saw(self, changed: dict[Key, Obj | None]) -> None:
+        for key, obj in changed.items():
+            if obj is None:
+                self._versions.pop(key, None)
+            else:
+                self._versions[key] = _version(obj)
+
+    def prune(self, cache: Cache) -> None:
+        """Forget the objects that are gone."""
+        self._versions = {k: v for k, v in self._versions.items() if cache.get(k[0], k[2], k[1] or None)}
+
+    def seen(self, obj: Obj) -> bool:
+        """Whether this version of ``obj`` was seen."""
+        return self._versions.get(key_of(obj)) == _version(obj)
+
+
+def _version(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('uid')}/{meta.get('resourceVersion')}"
 
 
 def _jobs_of(changed: dict[Key, Obj | None]) -> set[tuple[str, str]]:

@@ -5,11 +5,12 @@ They exist for speed only: a caller must work (more slowly) with a store that la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from muster.store.base import LabelSelector
+from muster.store.base import ApplyResult, LabelSelector, Obj
 
-__all__ = ["JsonListing"]
+__all__ = ["Batch", "Batching", "JsonListing"]
 
 
 @runtime_checkable
@@ -21,4 +22,53 @@ class JsonListing(Protocol):
         self, kind: str, namespace: str | None = None, selector: LabelSelector | None = None
     ) -> tuple[str, list[str]]:
         """``(resourceVersion, [object JSON, ...])`` with the order and filtering of ``list``."""
+        ...
+
+
+@runtime_checkable
+class Batch(Protocol):
+    """Writes that go to the store in one transaction, with the Store's write rules.
+
+    Each write is checked and answered at once, as by the Store (the stored object, or
+    Conflict, NotFound, AlreadyExists, which leave the batch usable); ``get`` sees the batch's
+    own writes. Nothing is visible to anyone else, nor durable, until :meth:`commit`; the
+    batch holds the store's write lock from its first write until then, so a batch is kept
+    short. :meth:`rollback` forgets every write. After either, the batch may be used again.
+    Successive writes of one object in a batch may reach watchers as one change (its last
+    state): a watcher sees every object's latest state, not every intermediate one.
+    """
+
+    @property
+    def writes(self) -> int:
+        """Writes made since the batch's transaction began (0: none open)."""
+        ...
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj: ...
+
+    def create(self, obj: Obj) -> Obj: ...
+
+    def update(self, obj: Obj) -> Obj: ...
+
+    def update_status(self, obj: Obj) -> Obj: ...
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, resource_version: str | None = None
+    ) -> Obj: ...
+
+    def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]: ...
+
+    def commit(self) -> int:
+        """Store every write; the store's revision after it (0 when nothing was written)."""
+        ...
+
+    def rollback(self) -> None: ...
+
+
+@runtime_checkable
+class Batching(Protocol):
+    """A store that can put many writes into one transaction (one commit, one fsync): the
+    manager writes everything one pass decided in one batch."""
+
+    def batch(self) -> Batch:
+        """A new, empty batch (it begins its transaction at its first write)."""
         ...

@@ -16,7 +16,7 @@ from typing import Any
 from muster.api import registry
 from muster.api.base import API_VERSION
 from muster.api.quantity import Quantity, parse_quantity
-from muster.store.base import ApplyResult, Conflict, NotFound, Obj, Store
+from muster.store.base import ApplyResult, Conflict, NotFound, Obj, Store, Writer
 
 __all__ = [
     "DEFAULT_NAME",
@@ -105,8 +105,8 @@ def node_quota(nodes: Iterable[Obj]) -> dict[str, Quantity]:
     return {name: q if q is not None else Quantity(0) for name, q in total.items()}
 
 
-def sync_default_cluster_queue(store: Store) -> Obj | None:
-    """Set the managed default ClusterQueue's quota to the current Nodes' sum.
+def sync_default_cluster_queue(store: Writer, nodes: Iterable[Obj]) -> Obj | None:
+    """Set the managed default ClusterQueue's quota to the sum of ``nodes`` (every Node).
 
     Returns the updated ClusterQueue, or None when there is nothing to do: it is gone, no
     longer managed (the annotation was removed), or already in sync.
@@ -118,7 +118,7 @@ def sync_default_cluster_queue(store: Store) -> Obj | None:
             return None
         if (current["metadata"].get("annotations") or {}).get(MANAGED_ANNOTATION) != "true":
             return None
-        wanted = _validated(default_cluster_queue(node_quota(store.list("Node").items)))
+        wanted = _validated(default_cluster_queue(node_quota(nodes)))
         if wanted["spec"] == current["spec"]:
             return None
         current["spec"] = wanted["spec"]

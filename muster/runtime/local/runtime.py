@@ -19,7 +19,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,6 +46,7 @@ from muster.runtime.base import (
     SupportsGpuMetrics,
     SupportsLogs,
     SupportsReadoption,
+    SupportsWakeup,
 )
 from muster.runtime.local import logs as logfiles
 from muster.runtime.local.adoption import adopt_pods
@@ -56,6 +56,7 @@ from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
 from muster.runtime.local.node import apply_health, local_node, node_name
+from muster.runtime.local.spawn import Spawned, Spawner
 from muster.runtime.local.tracking import (
     ContainerRecord,
     CState,
@@ -77,6 +78,10 @@ MemoryMode = Literal["auto", "cgroup", "rss"]
 _UNWATCHED_POLL = 0.5
 
 
+# What else the selector watches besides containers: the spawner's and wake()'s pipes.
+_SPAWNED = "spawned"
+_WOKEN = "woken"
+
 # Shims this process started that outlived the record holding them (a closed runtime, a
 # released pod whose shim is still exiting). They are kept here, and reaped by the next poll
 # of any runtime, rather than garbage-collected while running: no zombies, no warnings.
@@ -87,7 +92,9 @@ class HomeInUse(PodRuntimeError):
     """Another live runtime holds this MUSTER_HOME; two would fight over the same processes."""
 
 
-class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, SupportsFaultInjection):
+class LocalRuntime(
+    SupportsLogs, SupportsReadoption, SupportsGpuMetrics, SupportsFaultInjection, SupportsWakeup
+):
     """Runs pods as local processes. Construction takes the home's lock and re-adopts the pods a
     previous runtime left (:meth:`readopt`); :meth:`close` detaches without stopping them."""
 
@@ -122,6 +129,15 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         self._base_env = base_environment(environ)
         self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
         self._selector = selectors.DefaultSelector()
+        self._spawner = Spawner()
+        self._selector.register(self._spawner.wake_fd, selectors.EVENT_READ, _SPAWNED)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, _WOKEN)
+        # Creating a pod's directories and removing a released one's (on the clean-up thread)
+        # must not interleave: removal takes the emptied parents away.
+        self._dirs = threading.Lock()
         self._closed = False
         self.readopt()
 
@@ -190,7 +206,8 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             raise LaunchError(
                 "spec", f"cannot create the pod's directories ({exc.strerror or exc}{where})"
             ) from None
-        pod_dir.mkdir(parents=True)
+        with self._dirs:
+            pod_dir.mkdir(parents=True)
         # The launch is on disk before any process exists: a crash from here on is re-adoptable.
         write_json(
             pod_dir / "pod.json",
@@ -226,11 +243,12 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
             record.containers.append(ContainerRecord(c.name, files, time.time(), limit=c.memory_limit))
         self._pods[ref.uid] = record
         for c in record.containers:
-            self._launch_shim(record, c)
+            self._spawner.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py
         return warnings
 
     def stop(self, pod: PodRef, grace_seconds: float | None, reason: StopReason) -> None:
         self._check_open()
+        self._take_spawned(self._spawner.collect())
         record = self._record(pod)
         if _final(record):
             return
@@ -264,6 +282,7 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
 
     def pods(self) -> list[PodStatusChange]:
         self._check_open()
+        self._take_spawned(self._spawner.collect())
         for record in self._pods.values():
             self._refresh(record)  # what changed is still reported by the next poll
         return [pod_status(r) for r in self._pods.values()]
@@ -278,31 +297,46 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         for c in record.containers:
             self._unwatch(c)
             _detach(c)
+        del self._pods[pod.uid]
+        # The files go on the clean-up thread: the pod is forgotten already, and a runtime
+        # restarted before they are gone re-adopts it as final, to be released again.
+        self._spawner.cleanup(lambda: self._remove(record))
+
+    def _remove(self, record: PodRecord) -> None:
+        for c in record.containers:
             if c.cgroup:  # left behind only when the shim died before cleaning up
                 kill_cgroup(Path(c.cgroup), c.cgroup_version)
-        remove_pod_volumes(self.home, pod.uid)
+        remove_pod_volumes(self.home, record.ref.uid)
         shutil.rmtree(record.dir, ignore_errors=True)
-        for parent in (record.dir.parent, record.dir.parent.parent):
-            with contextlib.suppress(OSError):
-                parent.rmdir()  # only when empty
-        del self._pods[pod.uid]
+        with self._dirs:
+            for parent in (record.dir.parent, record.dir.parent.parent):
+                with contextlib.suppress(OSError):
+                    parent.rmdir()  # only when empty
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._take_spawned(self._spawner.close())
         for record in self._pods.values():
             for c in record.containers:
                 self._unwatch(c)
                 _detach(c)
         self._selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         self.gpus.close()
         os.close(self._lock_fd)
 
     # -- capabilities --------------------------------------------------------------------------
 
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"w")
+
     def readopt(self) -> list[PodRef]:
         self._check_open()
+        self._spawner.settle()  # a released pod's files still being removed are not to adopt
         adopted = adopt_pods(self.dir / "pods", known=set(self._pods))
         for record in adopted:
             self._pods[record.ref.uid] = record
@@ -333,42 +367,31 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
         devices = self.gpus.devices() if isinstance(self.gpus, FakeGpus) else list(self._devices.values())
         return apply_health(sorted(devices, key=lambda d: d.index), self._health)
 
-    def _launch_shim(self, record: PodRecord, c: ContainerRecord) -> None:
-        read_fd, write_fd = os.pipe()
-        try:
-            with open(c.files.shim_log, "ab") as shim_log:
-                c.popen = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "muster.runtime.local.shim",
-                        str(c.files.pod_dir),
-                        c.name,
-                        "--notify-fd",
-                        str(write_fd),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=shim_log,
-                    stderr=subprocess.STDOUT,
-                    cwd=c.files.pod_dir,
-                    start_new_session=True,  # the shim and its process outlive this server
-                    pass_fds=(write_fd,),
-                )
-        except OSError as exc:
-            os.close(read_fd)
-            mark_lost(c, record, f"cannot start its shim: {exc}")
-            return
-        finally:
-            os.close(write_fd)
-        c.shim_pid = c.popen.pid
-        with contextlib.suppress(Exception):
-            import psutil
-
-            c.shim_ctime = psutil.Process(c.popen.pid).create_time()
-        write_json(c.files.launch, {"shim_pid": c.shim_pid, "shim_create_time": c.shim_ctime})
-        os.set_blocking(read_fd, False)
-        c.watch_fd, c.watch_pipe = read_fd, True
-        self._selector.register(read_fd, selectors.EVENT_READ, c)
+    def _take_spawned(self, spawned: list[Spawned]) -> None:
+        """Adopt the shims the spawner started: watch their notify pipes."""
+        for result in spawned:
+            record = self._pods.get(result.uid)
+            c = next((c for c in record.containers if c.name == result.container), None) if record else None
+            if c is None or record is None:  # cannot happen: a pod is released only once final
+                if result.notify_fd is not None:
+                    os.close(result.notify_fd)
+                if result.popen is not None:
+                    _DETACHED.append(result.popen)
+                continue
+            if result.popen is None or result.notify_fd is None:
+                mark_lost(c, record, result.error)
+                continue
+            c.popen, c.shim_pid, c.shim_ctime = result.popen, result.popen.pid, result.shim_ctime
+            if self._closed:
+                _detach(c)
+                os.close(result.notify_fd)
+                continue
+            c.watch_fd, c.watch_pipe = result.notify_fd, True
+            self._selector.register(result.notify_fd, selectors.EVENT_READ, c)
+            if record.stop is not None and c.state is not CState.TERMINATED:
+                # A stop that came while the shim was being started: it may have started the
+                # process before stop.json existed, so it must hear the signal too.
+                c.popen.send_signal(signal.SIGTERM)
 
     def _watch_pid(self, c: ContainerRecord, pid: int | None) -> None:
         if pid is None or c.state is CState.TERMINATED:
@@ -395,6 +418,14 @@ class LocalRuntime(SupportsLogs, SupportsReadoption, SupportsGpuMetrics, Support
                 time.sleep(timeout)
             return
         for key, _ in self._selector.select(timeout):
+            if key.data is _SPAWNED:  # the spawner finished starting shims
+                self._take_spawned(self._spawner.collect())
+                continue
+            if key.data is _WOKEN:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+                continue
             c: ContainerRecord = key.data
             c.watch_fired = True
             if c.watch_pipe:
