@@ -74,11 +74,12 @@ class Timers:
             return self._heap[0][0] if self._heap else None
 
 
-def _record(writer: Writer, obj: Obj, spec: EventSpec) -> None:
+def _record(writer: Writer, obj: Obj, spec: EventSpec) -> Obj | None:
     try:
-        record_event(writer, obj, spec.type, spec.reason, spec.message, component=COMPONENT)
+        return record_event(writer, obj, spec.type, spec.reason, spec.message, component=COMPONENT)
     except StoreError:
         log.exception("could not record event %s for %s", spec.reason, key_of(obj))
+        return None
 
 
 @dataclass
@@ -91,6 +92,8 @@ class Context:
     clock: Callable[[], float]
     timers: Timers = field(default_factory=Timers)
     metrics: ControlPlaneMetrics = field(default_factory=ControlPlaneMetrics)
+    # Called with every Event the manager stored (the retention index follows them).
+    on_event: Callable[[Obj], None] | None = None
     _batch: Batch | None = field(default=None, init=False, repr=False)
     _batching: bool = field(default=False, init=False, repr=False)
     _after: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
@@ -202,7 +205,9 @@ class Context:
     def event(self, obj: Obj, spec: EventSpec) -> None:
         """Record an Event about ``obj`` (in the pass's transaction when there is one); a
         failure to record is logged, never raised."""
-        _record(self.writer(), obj, spec)
+        stored = _record(self.writer(), obj, spec)
+        if stored is not None and self.on_event is not None:
+            self.on_event(stored)
 
     def flush_events(self) -> None:
         """Events are written with the pass that records them: nothing waits (kept for callers

@@ -48,6 +48,8 @@ from muster.controllers.nodes.health import HealthController
 from muster.controllers.nodes.registration import NodeController
 from muster.controllers.pods.executor import PodExecutor
 from muster.controllers.pods.gc import collect_garbage
+from muster.controllers.retention.events import EventRetention, RetentionPolicy
+from muster.controllers.retention.pods import collect_finished_pods
 from muster.controllers.scheduling.loop import SchedulerLoop
 from muster.controllers.scheduling.workloads import WorkloadController
 from muster.controllers.trainingjob.controller import TrainingJobController
@@ -114,6 +116,10 @@ class ManagerConfig:
     node_grace_seconds: float = 40.0
     gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
     gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
+    # retention (settings: MUSTER_EVENT_TTL_SECONDS, MUSTER_EVENTS_PER_OBJECT, MUSTER_FINISHED_POD_LIMIT)
+    event_ttl_seconds: float = 3600.0
+    events_per_object: int = 100
+    finished_pod_limit: int = 12500
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -170,6 +176,14 @@ class Manager:
             history_seconds=self.config.gpu_history_seconds,
         )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
+        self.events = EventRetention(
+            self.ctx,
+            RetentionPolicy(
+                event_ttl_seconds=self.config.event_ttl_seconds,
+                events_per_object=self.config.events_per_object,
+            ),
+        )
+        self.ctx.on_event = self.events.recorded
         self._next_resync = 0.0
         # What the TrainingJob controller and the scheduler loop have looked at: a change
         # requeued for another step is no news to them
@@ -188,6 +202,7 @@ class Manager:
         if self._opened:
             return
         self.ctx.cache.start()
+        self.events.load()
         self.nodes.sync()
         self.executor.set_nodes(self.nodes.addresses())
         self._opened = True
@@ -257,7 +272,7 @@ class Manager:
     def _wait_time(self) -> float:
         now = self.ctx.now()
         wake = [self._next_resync, now + _IDLE_WAIT]
-        for timer in (self.ctx.timers.next_time(), self.gpus.next_time()):
+        for timer in (self.ctx.timers.next_time(), self.gpus.next_time(), self.events.next_time()):
             if timer is not None:
                 wake.append(timer)
         return max(0.0, min(wake) - now)
@@ -283,6 +298,7 @@ class Manager:
         full = now >= self._next_resync
         reports = list(changes)
         if not (changed or reports or full or self.nodes.due() or sampled or answered):
+            self.events.sweep(now)
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
@@ -340,6 +356,8 @@ class Manager:
         self.executor.sync(pods)
         if full:
             self.executor.stop_orphans(pods)
+            collect_finished_pods(ctx, self.config.finished_pod_limit)
+        self.events.sweep(now)
         # Changes taken early were seen by the steps after the one that made them, not by the
         # steps before it: those look at them on the next pass (the others skip what they saw).
         ctx.cache.requeue(taken)
