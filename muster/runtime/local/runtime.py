@@ -49,7 +49,7 @@ from muster.runtime.base import (
     SupportsWakeup,
 )
 from muster.runtime.local import logs as logfiles
-from muster.runtime.local.adoption import adopt_pods
+from muster.runtime.local.adoption import adopt_pods, never_spawned
 from muster.runtime.local.fake import FakeGpu, FakeGpus
 from muster.runtime.local.files import ContainerFiles, runtime_dir, write_json
 from muster.runtime.local.gpus import GpuSource, open_gpu_source
@@ -341,6 +341,10 @@ class LocalRuntime(
         for record in adopted:
             self._pods[record.ref.uid] = record
             for c in record.containers:
+                if never_spawned(c):
+                    # Launched, but the runtime died before its shim started: start it now.
+                    self._spawner.spawn(record.ref.uid, c.files)
+                    continue
                 if c.orphan:
                     self._watch_pid(c, c.pid)
                     if record.stop is not None:  # a stop its dead shim can no longer finish
