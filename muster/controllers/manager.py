@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from muster.api.labels import JOB_NAME_LABEL, WORKFLOW_LABEL, WORKLOAD_LABEL
-from muster.api.lifecycle import JobPhase, is_final, job_phase
+from muster.api.lifecycle import JobPhase, WorkloadState, is_final, job_phase, workload_state
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.context import Context
@@ -398,8 +398,11 @@ class Manager:
     def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
         cache = self.ctx.cache
         if full:
+            # Only a Workload that holds an admission has anything to do (the controller's rule).
             names = {
-                (w["metadata"].get("namespace") or "", w["metadata"]["name"]) for w in cache.list("Workload")
+                (w["metadata"].get("namespace") or "", w["metadata"]["name"])
+                for w in cache.list("Workload")
+                if workload_state(w) in (WorkloadState.ADMITTED, WorkloadState.EVICTING)
             }
         else:
             names = set()

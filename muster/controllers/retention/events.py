@@ -12,6 +12,7 @@ else is simply gone.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 from muster.api.conditions import epoch
@@ -46,6 +47,7 @@ class EventRetention:
         self._by_object: dict[Involved, set[EventKey]] = {}
         self._next_sweep = 0.0
         self.removed = 0
+        self._lock = threading.Lock()  # the index is read by the server's threads too
 
     def load(self) -> None:
         """Index every stored Event (once, when the manager opens)."""
@@ -76,6 +78,13 @@ class EventRetention:
     def next_time(self) -> float | None:
         return self._next_sweep if self.policy.event_ttl_seconds and self._last else None
 
+    def about(self, obj: Obj) -> list[tuple[str, str]]:
+        """(namespace, name) of the Events about ``obj`` (this incarnation: same uid). Any thread."""
+        meta = obj["metadata"]
+        involved = (obj["kind"], meta.get("namespace") or "", meta["name"], meta.get("uid") or "")
+        with self._lock:
+            return sorted(self._by_object.get(involved, ()))
+
     @property
     def known(self) -> int:
         """Events indexed (tests and metrics)."""
@@ -86,9 +95,10 @@ class EventRetention:
         key = (meta.get("namespace") or "", meta["name"])
         ref = event.get("involvedObject") or {}
         involved = (ref.get("kind", ""), ref.get("namespace", ""), ref.get("name", ""), ref.get("uid", ""))
-        self._last[key] = last
-        self._about[key] = involved
-        self._by_object.setdefault(involved, set()).add(key)
+        with self._lock:
+            self._last[key] = last
+            self._about[key] = involved
+            self._by_object.setdefault(involved, set()).add(key)
         return involved
 
     def _remove(self, keys: list[EventKey]) -> None:
@@ -105,11 +115,12 @@ class EventRetention:
             self.removed += 1
 
     def _forget(self, key: EventKey) -> None:
-        self._last.pop(key, None)
-        involved = self._about.pop(key, None)
-        if involved is not None:
-            keys = self._by_object.get(involved)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._by_object[involved]
+        with self._lock:
+            self._last.pop(key, None)
+            involved = self._about.pop(key, None)
+            if involved is not None:
+                keys = self._by_object.get(involved)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._by_object[involved]
