@@ -30,6 +30,7 @@ from typing import Any
 from muster.sdk.client import Client
 from muster.store import open_store
 from muster.store.events import events_for
+from muster.testing.factories import training_job
 from muster.testing.postgres import PostgresUnavailable, start_postgres
 from muster.testing.up import MusterUp
 
@@ -101,10 +102,13 @@ def _run(args: argparse.Namespace, label: str, url: str, tmp: Path) -> None:
 
 def _template(home: Path) -> tuple[Obj, Obj, list[Obj]]:
     """A job that really ran: its stored job, Workload and Events."""
-    args = ["--fake-gpus", "1", "--log-level", "warning"]
-    with MusterUp(home, extra_args=args).start(timeout=600) as up, Client(up.url, up.token) as client:
-        client.apply([_job("template")])
-        _wait(lambda: _phase(client, "template") == "Succeeded", 600)
+    up = MusterUp(home, extra_args=["--fake-gpus", "1", "--log-level", "warning"]).start(timeout=600)
+    try:
+        with Client(up.url, up.token) as client:
+            client.apply([_job("template")])
+            _wait(lambda: _phase(client, "template") == "Succeeded", 600)
+    finally:
+        up.stop()
     store = open_store(f"sqlite:///{home}/muster.db")
     try:
         job = store.get("TrainingJob", "template", "default")
@@ -125,7 +129,7 @@ def _fill(url: str, template: tuple[Obj, Obj, list[Obj]], jobs: int) -> None:
                 name = f"bench-{i:06d}"
                 stored = batch.create(_renamed(job, name))
                 w = _renamed(wl, name)
-                w["metadata"]["ownerReferences"][0]["uid"] = stored["metadata"]["uid"]
+                w["metadata"]["ownerReferences"][0].update(name=name, uid=stored["metadata"]["uid"])
                 batch.create(w)
                 for e in events[-1:]:  # its last Event (Succeeded)
                     ev = copy.deepcopy(e)
@@ -168,15 +172,7 @@ def _watch_resume(client: Client) -> float:
 
 
 def _job(name: str) -> Obj:
-    container = {"name": "main", "command": ["true"], "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    return {
-        "apiVersion": "muster.dev/v1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}}
-        },
-    }
+    return training_job(name, command=["true"], gpus=1, image=None)
 
 
 def _phase(client: Client, name: str) -> str:

@@ -42,6 +42,7 @@ from cpu_meter import CpuMeter
 from slurm_local import GRES, LocalSlurm, SlurmUnavailable
 
 from muster.sdk.client import Client
+from muster.testing.factories import training_job
 from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_postgres
 from muster.testing.up import MusterUp
 
@@ -175,33 +176,7 @@ def _muster_throughput(args: argparse.Namespace, client: Client, meter: CpuMeter
 
 
 def _job(name: str, command: list[str], replicas: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "muster.dev/v1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicaSpecs": {
-                "Worker": {
-                    "replicas": replicas,
-                    "restartPolicy": "Never",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "command": command,
-                                    "resources": {
-                                        "limits": {"nvidia.com/gpu": "1"},
-                                        "requests": {"cpu": "1m"},
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                }
-            }
-        },
-    }
+    return training_job(name, workers=replicas, command=command, gpus=1, restart_policy="Never", image=None)
 
 
 def _wait_job(client: Client, name: str) -> None:

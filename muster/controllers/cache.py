@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
 
@@ -55,12 +55,22 @@ def _rv(obj: Obj) -> int:
 class Cache:
     """Objects of :data:`WATCHED_KINDS` by kind and key, plus an index of Pods by label."""
 
-    def __init__(self, store: Store, kinds: Iterable[str] = WATCHED_KINDS) -> None:
+    def __init__(
+        self,
+        store: Store,
+        kinds: Iterable[str] = WATCHED_KINDS,
+        live: Mapping[str, Callable[[Obj], bool]] | None = None,
+    ) -> None:
         self.store = store
         self.kinds = tuple(kinds)
         self._objects: dict[str, dict[Key, Obj]] = {k: {} for k in self.kinds}
+        # kind -> the test of an object still in play (a Workload not finished): list_live()
+        # answers those without a scan over every object a long-running server keeps
+        self._live_test = dict(live or {})
+        self._live: dict[str, dict[Key, Obj]] = {k: {} for k in self._live_test}
         # Deleted keys and the revision of their deletion: an older replayed ADDED is stale.
         self._gone: dict[Key, int] = {}
+        self._gone_limit = _TOMBSTONES
         self._pod_index: dict[tuple[str, str, str], set[Key]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -109,6 +119,12 @@ class Cache:
         if namespace is not None:
             objs = [o for o in objs if (o["metadata"].get("namespace") or "") == namespace]
         return objs
+
+    def list_live(self, kind: str) -> list[Obj]:
+        """The objects of ``kind`` that pass its ``live`` test (a kind without one: all)."""
+        with self._lock:
+            table = self._live.get(kind)
+            return list((table if table is not None else self._objects[kind]).values())
 
     def pods_labelled(self, label: str, value: str, namespace: str) -> list[Obj]:
         """Pods of ``namespace`` whose ``label`` (an indexed one) equals ``value``."""
@@ -211,6 +227,7 @@ class Cache:
         with self._lock:
             self._seen = max(self._seen, revision)
             self._objects = {k: {} for k in self.kinds}
+            self._live = {k: {} for k in self._live_test}
             self._pod_index.clear()
             self._gone.clear()
             for items in fresh.values():
@@ -240,9 +257,12 @@ class Cache:
                             self._remove(event.object)
                         else:
                             self._put(event.object)
-                        if len(self._gone) > _TOMBSTONES:
+                        if len(self._gone) > self._gone_limit:
                             # Changes up to `revision` were all seen: no older version can come.
                             self._gone = {k: rv for k, rv in self._gone.items() if rv > revision}
+                            # Deletions this process made ahead of the watch stay: look again
+                            # only once there are twice as many (a mass delete stays linear).
+                            self._gone_limit = max(_TOMBSTONES, 2 * len(self._gone))
             except TooOld:
                 log.warning("the cache fell behind the change log; listing everything again")
                 revision = self._relist()
@@ -298,6 +318,9 @@ class Cache:
             self.on_change()
 
     def _index(self, key: Key, obj: Obj) -> None:
+        test = self._live_test.get(key[0])
+        if test is not None and test(obj):
+            self._live[key[0]][key] = obj
         if key[0] != "Pod":
             return
         labels = obj["metadata"].get("labels") or {}
@@ -306,6 +329,9 @@ class Cache:
                 self._pod_index.setdefault((label, key[1], labels[label]), set()).add(key)
 
     def _unindex(self, key: Key, obj: Obj) -> None:
+        live = self._live.get(key[0])
+        if live is not None:
+            live.pop(key, None)
         if key[0] != "Pod":
             return
         labels = obj["metadata"].get("labels") or {}

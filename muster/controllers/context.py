@@ -182,21 +182,23 @@ class Context:
         return self._write(self.writer().update_status, obj)
 
     def delete(self, obj: Obj) -> bool:
-        """Delete ``obj`` (that incarnation: same uid); True once it is gone, whoever removed it."""
+        """Delete ``obj`` (that incarnation: same uid); True once it is gone, whoever removed it.
+
+        The cached version is the precondition (no read first): a Conflict means it changed,
+        or was replaced by a new incarnation, which is looked at before answering."""
         kind, ns, name = key_of(obj)
-        writer = self.writer()
+        version = obj["metadata"].get("resourceVersion")
+        if not version:
+            # No precondition would delete whichever incarnation is there now.
+            raise ValueError(f"delete of {kind} {ns}/{name} needs the object's resourceVersion")
         try:
-            current = writer.get(kind, name, ns or None)
-            if current["metadata"].get("uid") != obj["metadata"].get("uid"):
-                self.cache.observe(current)
-                return True
-            gone = writer.delete(kind, name, ns or None, current["metadata"]["resourceVersion"])
+            gone = self.writer().delete(kind, name, ns or None, version)
         except NotFound:
             self.cache.forget(obj)
             return True
         except Conflict:
-            self._refresh(obj)
-            return False
+            current = self._refresh(obj)
+            return current is None or current["metadata"].get("uid") != obj["metadata"].get("uid")
         self._written[key_of(gone)] = gone
         self.cache.forget(gone)
         self._check_size()
@@ -243,10 +245,15 @@ class Context:
         if self._batch is not None and self._batch.writes >= MAX_BATCH_WRITES:
             self.commit()
 
-    def _refresh(self, obj: Obj) -> None:
+    def _refresh(self, obj: Obj) -> Obj | None:
+        """Cache what the store holds of ``obj`` now and return it (None: it is gone)."""
         kind, ns, name = key_of(obj)
+        current: Obj | None
         try:
-            self.cache.observe(self.writer().get(kind, name, ns or None))
+            current = self.writer().get(kind, name, ns or None)
+            self.cache.observe(current)
         except NotFound:
+            current = None
             self.cache.forget(obj)
         self.cache.mark([key_of(obj)])
+        return current

@@ -146,7 +146,9 @@ class Manager:
         home = self.config.home or settings().home
         self.ctx = Context(
             store=store,
-            cache=Cache(store),
+            # Finished Workloads pile up on a long-running server; the scheduler loop and the
+            # eviction handshake only look at the others.
+            cache=Cache(store, live={"Workload": _workload_in_play}),
             home=Path(home),
             clock=self.config.clock,
         )
@@ -401,7 +403,7 @@ class Manager:
             # Only a Workload that holds an admission has anything to do (the controller's rule).
             names = {
                 (w["metadata"].get("namespace") or "", w["metadata"]["name"])
-                for w in cache.list("Workload")
+                for w in cache.list_live("Workload")
                 if workload_state(w) in (WorkloadState.ADMITTED, WorkloadState.EVICTING)
             }
         else:
@@ -517,6 +519,10 @@ class Seen:
 def _version(obj: Obj) -> str:
     meta = obj["metadata"]
     return f"{meta.get('uid')}/{meta.get('resourceVersion')}"
+
+
+def _workload_in_play(wl: Obj) -> bool:
+    return workload_state(wl) is not WorkloadState.FINISHED
 
 
 def _jobs_of(changed: dict[Key, Obj | None]) -> set[tuple[str, str]]:

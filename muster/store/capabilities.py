@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from muster.store.base import ApplyResult, LabelSelector, Obj
+from muster.store.base import ApplyResult, LabelSelector, Obj, Writer
 
 __all__ = ["Batch", "Batching", "JsonListing"]
 
@@ -26,7 +26,7 @@ class JsonListing(Protocol):
 
 
 @runtime_checkable
-class Batch(Protocol):
+class Batch(Writer, Protocol):
     """Writes that go to the store in one transaction, with the Store's write rules.
 
     Each write is checked and answered at once, as by the Store (the stored object, or
@@ -35,25 +35,14 @@ class Batch(Protocol):
     batch holds the store's write lock from its first write until then, so a batch is kept
     short. :meth:`rollback` forgets every write. After either, the batch may be used again.
     Successive writes of one object in a batch may reach watchers as one change (its last
-    state): a watcher sees every object's latest state, not every intermediate one.
+    state): a watcher sees every object's latest state, not every intermediate one. An
+    object a batch write returns is the caller's to read, not to edit (copy it first).
     """
 
     @property
     def writes(self) -> int:
         """Writes made since the batch's transaction began (0: none open)."""
         ...
-
-    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj: ...
-
-    def create(self, obj: Obj) -> Obj: ...
-
-    def update(self, obj: Obj) -> Obj: ...
-
-    def update_status(self, obj: Obj) -> Obj: ...
-
-    def delete(
-        self, kind: str, name: str, namespace: str | None = None, resource_version: str | None = None
-    ) -> Obj: ...
 
     def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]: ...
 

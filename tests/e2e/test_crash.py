@@ -25,6 +25,7 @@ import pytest
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiError
 from muster.testing import wait_for
+from muster.testing.factories import training_job
 from muster.testing.up import MusterUp
 from tests.e2e.jobs import clean_up
 
@@ -103,30 +104,8 @@ class _Submitter(threading.Thread):
 
 def _job(i: int, marks: Path) -> dict[str, Any]:
     name = f"burst-{i:04d}"
-    return {
-        "apiVersion": "muster.dev/v1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicaSpecs": {
-                "Worker": {
-                    "replicas": 1,
-                    "restartPolicy": "Never",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "command": ["sh", "-c", f"echo $$ >> {marks / name}"],
-                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                                }
-                            ]
-                        }
-                    },
-                }
-            }
-        },
-    }
+    command = ["sh", "-c", f"echo $$ >> {marks / name}"]
+    return training_job(name, command=command, gpus=1, restart_policy="Never", image=None)
 
 
 def _finished(client: Client) -> int:
