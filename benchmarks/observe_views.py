@@ -7,10 +7,12 @@ the idle window). Measured:
 * metrics: one scrape of the control plane's collector (queues, jobs, pods, nodes, per-GPU
   readings), rendered to the Prometheus text format;
 * why: the explanation of a pending 4-GPU job (per-node verdicts, fragmentation, the
-  scheduler core's what-if snapshots);
+  scheduler core's what-if snapshots and, with ``--cordoned K`` empty nodes cordoned, the
+  what-ifs that find the cordoned node as the root cause);
 * doctor: every check over the whole cluster and its GPU history.
 
     .venv/bin/python benchmarks/observe_views.py [--nodes 500] [--pending 2000] [--minutes 10]
+        [--cordoned 0]
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=500, help="8-GPU nodes")
     parser.add_argument("--pending", type=int, default=2000, help="pending Workloads")
     parser.add_argument("--minutes", type=float, default=10.0, help="GPU history kept, minutes")
+    parser.add_argument("--cordoned", type=int, default=0, help="empty 8-GPU nodes, cordoned, besides")
     args = parser.parse_args()
-    c = build(args.nodes, args.pending, args.minutes)
+    c = build(args.nodes, args.pending, args.minutes, args.cordoned)
     gpus = args.nodes * GPUS
     print(
         f"cluster: {args.nodes} nodes, {gpus} GPUs, {len(c['workloads'])} Workloads "
@@ -57,7 +60,7 @@ def main() -> int:
     return 0
 
 
-def build(nodes: int, pending: int, minutes: float) -> dict[str, Any]:
+def build(nodes: int, pending: int, minutes: float, cordoned: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {
         "nodes": [],
         "pods": [],
@@ -81,6 +84,10 @@ def build(nodes: int, pending: int, minutes: float) -> dict[str, Any]:
                 GpuReading(NOW - 5 * i, g, util, 1 << 30, 80 << 30, 60.0, 300.0)
                 for i in reversed(range(readings))
             ]
+    for n in range(cordoned):  # room for the pending pods, but nothing new is placed there
+        node = gpu_node(f"c{n:04d}", gpus=GPUS)
+        node["spec"]["unschedulable"] = True
+        out["nodes"].append(node)
     for i in range(pending):
         out["workloads"].append(
             workload(
@@ -129,18 +136,22 @@ def _metrics(c: dict[str, Any]) -> None:
 
 def _why(c: dict[str, Any]) -> None:
     target = c["workloads"][-1]
-    ctx = WhyContext(
-        workload=target,
-        cluster_queues=c["cluster_queues"],
-        local_queues=c["local_queues"],
-        workloads=c["workloads"],
-        nodes=c["nodes"],
-        all_pods=c["pods"],
-        flavors=c["flavors"],
-        now=NOW,
-    )
-    took, ex = _timed(lambda: explain(target, ctx), runs=3)
-    print(f"why: a pending 4-GPU Workload explained in {1000 * took:.0f} ms: {ex.blocker}")
+
+    def context() -> WhyContext:  # a fresh one per run: it keeps the snapshots it builds
+        return WhyContext(
+            workload=target,
+            cluster_queues=c["cluster_queues"],
+            local_queues=c["local_queues"],
+            workloads=c["workloads"],
+            nodes=c["nodes"],
+            all_pods=c["pods"],
+            flavors=c["flavors"],
+            now=NOW,
+        )
+
+    took, ex = _timed(lambda: explain(target, context()), runs=3)
+    cause = f"; root cause: {ex.root_cause.message}" if ex.root_cause else ""
+    print(f"why: a pending 4-GPU Workload explained in {1000 * took:.0f} ms: {ex.blocker}{cause}")
 
 
 def _doctor(c: dict[str, Any], minutes: float) -> None:
@@ -150,6 +161,7 @@ def _doctor(c: dict[str, Any], minutes: float) -> None:
         workloads=c["workloads"],
         cluster_queues=c["cluster_queues"],
         local_queues=c["local_queues"],
+        flavors=c["flavors"],
         history=c["history"],
         sample_seconds=5.0,
         now=NOW,

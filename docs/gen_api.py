@@ -179,7 +179,7 @@ def _converters() -> str:
     lines = ["## Foreign manifests\n", _doc(compat) + "\n", "| apiVersion | kind |", "|---|---|"]
     lines += [f"| {api} | {kind} |" for api, kind in compat.foreign_kinds()]
     lines.append("")
-    for module, title in ((jobs, "PyTorchJob and batch/v1 Job"), (kueue, "Kueue"), (core, "Kubernetes core")):
+    for module, title in ((jobs, "PyTorchJob, batch/v1 Job and Pod"), (kueue, "Kueue"), (core, "Kubernetes core")):
         lines += [f"### {title}\n", _doc(module) + "\n"]
     return "\n".join(lines)
 

@@ -6,12 +6,13 @@ Paths are computed from ``home`` on access so a test that sets ``MUSTER_HOME`` (
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from muster import home
+from muster.home import read_credentials
 
 __all__ = ["Settings", "read_credentials", "read_server_file", "settings"]
 
@@ -22,7 +23,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MUSTER_", extra="ignore")
 
     home: Path = Field(
-        default_factory=lambda: Path(os.path.expanduser("~/.muster")),
+        default_factory=lambda: home.home_dir(home.DEFAULT_HOME),
         description="Directory holding the database, credentials, logs, volumes and caches.",
     )
     server: str | None = Field(
@@ -62,6 +63,11 @@ class Settings(BaseSettings):
     doctor_restarts: int | None = Field(
         default=None, description="Gang restarts of an active job that make a restart loop (3)."
     )
+    shim_zygote: bool = Field(
+        default=True,
+        description="Start container shims by forking one pre-loaded process (a zygote) instead of "
+        "a Python interpreter per container (docs/runtime-local.md, 'The shim').",
+    )
 
     @property
     def db_path(self) -> Path:
@@ -73,12 +79,12 @@ class Settings(BaseSettings):
 
     @property
     def credentials_path(self) -> Path:
-        return self.home / "credentials"
+        return self.home / home.CREDENTIALS
 
     @property
     def server_file(self) -> Path:
         """Written by ``muster up``: the URL it listens on, so the CLI finds it."""
-        return self.home / "server.json"
+        return self.home / home.SERVER_FILE
 
     @property
     def logs_dir(self) -> Path:
@@ -109,19 +115,4 @@ def settings(**overrides: object) -> Settings:
 
 def read_server_file(s: Settings) -> dict[str, str] | None:
     """The ``server.json`` a running ``muster up`` wrote, or None."""
-    try:
-        return json.loads(s.server_file.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def read_credentials(path: Path) -> dict[str, str] | None:
-    """The ``credentials`` file (``{"user": ..., "token": ...}``) ``muster up`` wrote, or None
-    when it is missing or malformed."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("token"), str):
-        return None
-    return {"user": str(data.get("user", "")), "token": data["token"]}
+    return home.read_server_file(s.home)

@@ -22,6 +22,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from muster.api.kinds import API_VERSION, GROUP
+
 __all__ = [
     "API_VERSION",
     "GROUP",
@@ -38,8 +40,6 @@ __all__ = [
     "validate_labels",
 ]
 
-GROUP = "muster.dev"
-API_VERSION = f"{GROUP}/v1"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -22,6 +22,7 @@ from muster.api.base import (
     validate_labels,
 )
 from muster.api.errors import FieldError, child_path
+from muster.api.labels import GPU, GPU_MEMORY
 from muster.api.quantity import Quantity, QuantityError
 
 __all__ = [
@@ -50,8 +51,6 @@ __all__ = [
     "unhonoured",
 ]
 
-GPU = "nvidia.com/gpu"
-GPU_MEMORY = "muster.dev/gpu-memory"
 # Resource names Kubernetes allows without a domain prefix; every other resource is an
 # extended resource and must be written with its domain (nvidia.com/gpu, example.com/fpga).
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage", "pods")

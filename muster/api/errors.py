@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # the CLI reads FieldErrors without loading pydantic
+    from pydantic import ValidationError
 
 __all__ = ["FieldError", "InvalidObject", "child_path", "errors_from_pydantic", "format_path"]
 

@@ -14,6 +14,8 @@ __all__ = [
     "ATTEMPT_LABEL",
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
+    "GPU",
+    "GPU_MEMORY",
     "JOB_NAME_LABEL",
     "MASTER_PORT_ANNOTATION",
     "REPLICA_INDEX_LABEL",
@@ -29,6 +31,11 @@ __all__ = [
     "pod_name",
     "replica_name",
 ]
+
+# -- resources ----------------------------------------------------------------------------
+
+GPU = "nvidia.com/gpu"  # whole GPUs
+GPU_MEMORY = "muster.dev/gpu-memory"  # a share of one GPU sized by its memory
 
 # -- pods of a job ---------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ typed view of a stored dict.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,12 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from muster.api import kinds as names
 from muster.api.base import API_VERSION, Object
 from muster.api.cacheentry import CacheEntry
 from muster.api.checks import check
 from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_for, foreign_kinds
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
+from muster.api.kinds import Kind, UnknownKind
 from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
@@ -37,16 +38,10 @@ __all__ = ["KindInfo", "UnknownKind", "Validated", "kinds", "lookup", "to_model"
 
 
 @dataclass(frozen=True)
-class KindInfo:
-    """What the layers above need to know about a kind."""
+class KindInfo(Kind):
+    """A kind's names (:class:`muster.api.kinds.Kind`) and its model."""
 
-    kind: str
-    plural: str
-    singular: str
-    short_names: tuple[str, ...]
-    namespaced: bool
     model: type[Object]
-    has_status: bool
 
 
 @dataclass
@@ -59,55 +54,31 @@ class Validated:
     warnings: list[str] = field(default_factory=list)
 
 
-class UnknownKind(LookupError):
-    """A kind name that is not served; the message lists the close matches."""
-
-    def __init__(self, name: str, candidates: list[str]) -> None:
-        close = difflib.get_close_matches(name.lower(), candidates, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        super().__init__(f"unknown kind {name!r}{hint} (docs/api.md lists every kind)")
-        self.name = name
-        self.close_matches = close
-
-
-def _info(model: type[Object], plural: str, short_names: tuple[str, ...], namespaced: bool) -> KindInfo:
-    return KindInfo(
-        kind=model.KIND,
-        plural=plural,
-        singular=model.KIND.lower(),
-        short_names=short_names,
-        namespaced=namespaced,
-        model=model,
-        has_status="status" in model.model_fields,
+_MODELS: dict[str, type[Object]] = {
+    model.KIND: model
+    for model in (
+        Node,
+        ResourceFlavor,
+        Topology,
+        ClusterQueue,
+        Cohort,
+        LocalQueue,
+        PriorityClass,
+        TrainingJob,
+        Workflow,
+        CacheEntry,
+        Workload,
+        Pod,
+        Event,
+        Role,
+        RoleBinding,
+        ServiceAccount,
+        ClusterRole,
+        ClusterRoleBinding,
     )
-
-
-_KINDS: tuple[KindInfo, ...] = (
-    _info(Node, "nodes", ("no",), namespaced=False),
-    _info(ResourceFlavor, "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False),
-    _info(Topology, "topologies", (), namespaced=False),
-    _info(ClusterQueue, "clusterqueues", ("cq",), namespaced=False),
-    _info(Cohort, "cohorts", (), namespaced=False),
-    _info(LocalQueue, "localqueues", ("lq", "queue", "queues"), namespaced=True),
-    _info(PriorityClass, "priorityclasses", ("pc",), namespaced=False),
-    _info(TrainingJob, "trainingjobs", ("tj",), namespaced=True),
-    _info(Workflow, "workflows", ("wf",), namespaced=True),
-    _info(CacheEntry, "cacheentries", ("ce",), namespaced=True),
-    _info(Workload, "workloads", ("wl",), namespaced=True),
-    _info(Pod, "pods", ("po",), namespaced=True),
-    _info(Event, "events", ("ev",), namespaced=True),
-    _info(Role, "roles", (), namespaced=True),
-    _info(RoleBinding, "rolebindings", (), namespaced=True),
-    _info(ServiceAccount, "serviceaccounts", ("sa",), namespaced=True),
-    _info(ClusterRole, "clusterroles", (), namespaced=False),
-    _info(ClusterRoleBinding, "clusterrolebindings", (), namespaced=False),
-)
-
+}
+_KINDS: tuple[KindInfo, ...] = tuple(KindInfo(**vars(k), model=_MODELS[k.kind]) for k in names.kinds())
 _BY_KIND = {info.kind: info for info in _KINDS}
-_BY_NAME: dict[str, KindInfo] = {}
-for _k in _KINDS:
-    for _name in (_k.kind, _k.plural, _k.singular, *_k.short_names):
-        _BY_NAME[_name.lower()] = _k
 
 
 def kinds() -> list[KindInfo]:
@@ -117,10 +88,7 @@ def kinds() -> list[KindInfo]:
 
 def lookup(name: str) -> KindInfo:
     """The kind a user means by ``name``: a Kind, plural, singular or short name, any case."""
-    info = _BY_NAME.get(name.strip().lower())
-    if info is None:
-        raise UnknownKind(name, sorted(_BY_NAME))
-    return info
+    return _BY_KIND[names.lookup(name).kind]
 
 
 def validate(doc: Mapping[str, Any], *, keep_status: bool = False) -> Validated:

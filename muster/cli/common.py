@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from muster.api.registry import KindInfo, UnknownKind, lookup
+from muster.api.kinds import Kind, UnknownKind, lookup
 from muster.cli.app import err_console
 from muster.sdk.client import Client, discover
 from muster.sdk.errors import ApiError, ApiUnavailable, BadRequest, Invalid, Unauthorized
@@ -78,7 +78,7 @@ def connect(server: str | None, token: str | None) -> Client:
     return client
 
 
-def resolve_kind(name: str) -> KindInfo:
+def resolve_kind(name: str) -> Kind:
     try:
         return lookup(name)
     except UnknownKind as exc:
@@ -97,7 +97,7 @@ def split_ref(kind: str, name: str | None) -> tuple[str, str | None]:
     return kind_part, name_part
 
 
-def resolve_ref(kind: str, name: str | None) -> tuple[KindInfo, str | None]:
+def resolve_ref(kind: str, name: str | None) -> tuple[Kind, str | None]:
     """The kind and name of ``KIND NAME`` or ``KIND/NAME`` (name None when not given)."""
     kind, name = split_ref(kind, name)
     return resolve_kind(kind), name

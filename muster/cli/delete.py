@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from muster.api import registry
 from muster.api.errors import InvalidObject
 from muster.cli.app import app, console
 from muster.cli.common import (
@@ -18,7 +17,6 @@ from muster.cli.common import (
     handle_errors,
     resolve_ref,
 )
-from muster.cli.manifests import error_line, load_documents
 from muster.sdk.errors import ApiNotFound
 
 __all__ = ["delete"]
@@ -75,6 +73,11 @@ def _targets(
 
 
 def _from_files(files: list[str]) -> list[tuple[str, str, str | None]]:
+    # Imported here: reading YAML and validating (a foreign kind converts to the native one it
+    # names, which needs the models) are for `delete -f`; `muster delete KIND NAME` needs neither.
+    from muster.api import registry
+    from muster.cli.manifests import error_line, load_documents
+
     docs = load_documents(files)
     targets: list[tuple[str, str, str | None]] = []
     problems: list[str] = []

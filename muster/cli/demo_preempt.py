@@ -84,7 +84,7 @@ def preemption_act(client: Any, home: Path) -> None:
     tracks = {"ddp": _Track("ddp", started)}
     client.apply([low])
     log = home / "logs" / "default" / "ddp-master-0" / "trainer.log"
-    with Live(_table(tracks), console=console, refresh_per_second=8, transient=False) as live:
+    with Live(_table(tracks), console=console.rich(), refresh_per_second=8, transient=False) as live:
         last = time.monotonic()
         while True:
             now = time.monotonic()

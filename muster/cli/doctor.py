@@ -53,7 +53,7 @@ def doctor(
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Scan the cluster: broken nodes and GPUs, idle GPUs, OOM and restart loops, stuck jobs, quota."""
+    """Scan the cluster: broken nodes and GPUs, failed and stuck jobs, idle GPUs, OOM and restart loops."""
     with handle_errors(), connect(server, token) as client:
         answer = client.view(
             "doctor",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from muster.api.registry import KindInfo
+from muster.api.kinds import Kind
 from muster.cli.app import app, console
 from muster.cli.common import (
     NamespaceOpt,
@@ -68,7 +68,7 @@ def get(
 
 def _follow(
     client: Client,
-    info: KindInfo,
+    info: Kind,
     namespace: str | None,
     name: str | None,
     selector: str | None,
@@ -87,7 +87,7 @@ def _follow(
         pass
 
 
-def _print_event(type_: str, obj: dict[str, Any], output: Output, table: Table, info: KindInfo) -> None:
+def _print_event(type_: str, obj: dict[str, Any], output: Output, table: Table, info: Kind) -> None:
     if output in (Output.table, Output.wide):
         table.print([obj], header=False)
     elif output == Output.name:

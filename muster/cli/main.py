@@ -1,27 +1,15 @@
-"""Entry point of the ``muster`` console script."""
+"""Entry point of the ``muster`` console script.
+
+Commands load lazily: a call imports the module of its verb only (``muster get`` does not load
+the scheduler, the server or the simulator), which is most of what a CLI call costs
+(benchmarks/process_cpu.py); :data:`muster.cli.app.COMMANDS` names the module of every verb.
+"""
 
 from __future__ import annotations
 
-# Command modules register on `app` when imported; keep this list sorted.
-from muster.cli import (  # noqa: F401
-    apply,
-    delete,
-    demo,
-    describe,
-    doctor,
-    get,
-    logs,
-    node,
-    retry,
-    sched,
-    sim,
-    suspend,
-    top,
-    up,
-    version,
-    why,
-)
 from muster.cli.app import app
+
+__all__ = ["main"]
 
 
 def main() -> None:

@@ -8,8 +8,6 @@ import json
 from enum import StrEnum
 from typing import Any
 
-import yaml
-
 from muster.cli.app import console
 from muster.cli.columns import Column, columns_for, row
 
@@ -25,6 +23,8 @@ class Output(StrEnum):
 
 
 def to_yaml(value: Any) -> str:
+    import yaml  # here: only -o yaml pays for it
+
     return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 

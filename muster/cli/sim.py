@@ -154,7 +154,7 @@ def _checked(fn: Callable[[], T]) -> T:
 def _progress(what: str, total: int) -> Iterator[Callable[[str, float], None]]:
     """A progress bar on stderr; yields ``advance(description, steps)``."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    with Progress(*columns, console=err_console.rich(), transient=True) as bar:
         task = bar.add_task(what, total=total)
 
         def advance(now: str, steps: float) -> None:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from muster.api.common import GPU
+from muster.api.labels import GPU
 from muster.api.quantity import amount_of, fmt_amount
 from muster.cli.app import app, console
 from muster.cli.common import ServerOpt, TokenOpt, connect, handle_errors

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from muster.controllers.manager import ManagerConfig
     from muster.runtime.kubernetes.config import KubernetesConfig
+    from muster.store import Store
 
 __all__ = ["up"]
 
@@ -165,7 +167,7 @@ def up(
         timeout_graceful_shutdown=3,
         access_log=log_level == "debug",
     )
-    server = _server(config, s, url)
+    server = _server(config, s, url, lambda: _no_gpu_notice(opened))
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal with the
     # handler it found; this one unwinds through the `finally` below instead of dying there.
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -274,9 +276,9 @@ def _terminate(_sig: int, _frame: object) -> None:
     raise _Terminated
 
 
-def _server(config: uvicorn.Config, s: Settings, url: str) -> uvicorn.Server:
+def _server(config: uvicorn.Config, s: Settings, url: str, ready: Callable[[], None]) -> uvicorn.Server:
     """A uvicorn.Server that writes server.json once it listens (not before: a CLI that
-    reads the file must find a server that answers)."""
+    reads the file must find a server that answers), then calls ``ready``."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -284,8 +286,22 @@ def _server(config: uvicorn.Config, s: Settings, url: str) -> uvicorn.Server:
             await super().startup(sockets)
             if self.started:
                 _write_server_file(s, url)
+                ready()
 
     return Server(config)
+
+
+def _no_gpu_notice(store: Store) -> None:
+    """Say so when the registered nodes have no GPU: jobs asking for GPUs would wait forever."""
+    from muster.controllers.insight.explain.rootcause import no_gpus
+
+    cause = no_gpus(store.list("Node").items)
+    if cause is not None:
+        err_console.print(
+            f"warning: no GPU found: {cause.message}; jobs that ask for nvidia.com/gpu will wait.\n"
+            f"  To use GPUs: {cause.action}",
+            markup=False,
+        )
 
 
 def _check_port(host: str, port: int) -> None:

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.text import Text
 
 from muster.cli.app import app, console
 from muster.cli.columns import age
@@ -59,8 +58,14 @@ def why(
 def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     """The explanation (the JSON of ``GET /api/v1/why/...``) as text for people."""
     now = now or datetime.now(UTC)
-    console.print(Text(ex["summary"], style=f"bold {_STYLES.get(ex['state'], 'yellow')}"))
+    console.print(ex["summary"], style=f"bold {_STYLES.get(ex['state'], 'yellow')}", markup=False)
     console.print()
+    cause = ex.get("rootCause")
+    if cause:
+        # The fact behind the scheduler's reason comes first: it is what to act on.
+        _field("Cause", f"{cause['message']} [{cause['object']}]")
+        for more in cause.get("also") or []:
+            _field("", f"and {more['message']} [{more['object']}]")
     _field("State", ex["state"])
     if ex.get("reason"):
         _field("Reason", ex["reason"])
@@ -188,12 +193,12 @@ def _failure(failure: dict[str, Any]) -> None:
 
 
 def _field(label: str, value: str) -> None:
-    console.print(f"{label + ':':<10}{value}", markup=False, highlight=False)
+    console.print(f"{label + ':' if label else '':<10}{value}", markup=False, highlight=False)
 
 
 def _heading(title: str) -> None:
     console.print()
-    console.print(Text(f"{title}:", style="bold"))
+    console.print(f"{title}:", style="bold", markup=False)
 
 
 def _item(text: str) -> None:

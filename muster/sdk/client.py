@@ -1,7 +1,7 @@
 """The one HTTP client of the Muster REST API; the CLI, the Python SDK and the tests use it.
 
 Kinds are named the way users type them (``TrainingJob``, ``trainingjobs``, ``tj``) and
-resolved through :func:`muster.api.registry.lookup`. Objects are wire dicts. Error answers
+resolved through :func:`muster.api.kinds.lookup`. Objects are wire dicts. Error answers
 raise the typed errors of :mod:`muster.sdk.errors`; no server at the URL raises
 :class:`~muster.sdk.errors.ApiUnavailable`.
 
@@ -12,26 +12,23 @@ arguments (``--server``/``--token``), ``MUSTER_SERVER``/``MUSTER_TOKEN``, then t
 
 from __future__ import annotations
 
-import contextlib
+import codecs
 import json
-import socket
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
-
-from muster.api.base import API_VERSION
-from muster.api.registry import KindInfo, lookup
-from muster.config import read_credentials, read_server_file, settings
+from muster.api.kinds import API_VERSION, Kind, lookup
+from muster.home import CREDENTIALS, home_dir, read_credentials, read_server_file
 from muster.sdk.errors import ApiUnavailable, error_from_response
+from muster.sdk.http import Http, Response, Stream, TransportError
 
 __all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 _PREFIX = f"/apis/{API_VERSION}"
-# A stream may stay quiet for as long as what it follows does.
-_STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
+_CONNECT_TIMEOUT = 30.0  # for a stream; its reads wait as long as what it follows stays quiet
 T = TypeVar("T")
 
 
@@ -40,14 +37,16 @@ def discover(
 ) -> tuple[str, str | None]:
     """``(server URL, token)`` by the discovery order above; the URL defaults to
     :data:`DEFAULT_SERVER` and the token to None when nothing names one."""
-    s = settings(home=home, server=server, token=token)
-    url = s.server
-    if url is None:
-        written = read_server_file(s)
+    # The environment is read here directly, not through muster.config's settings: every CLI
+    # call discovers, and the settings machinery costs more than the rest of a short call.
+    where = home_dir(home)
+    url = server or os.environ.get("MUSTER_SERVER")
+    if not url:
+        written = read_server_file(where)
         url = written.get("url") if written else None
-    tok = s.token
-    if tok is None:
-        creds = read_credentials(s.credentials_path)
+    tok = token or os.environ.get("MUSTER_TOKEN")
+    if not tok:
+        creds = read_credentials(where / CREDENTIALS)
         tok = creds["token"] if creds else None
     return (url or DEFAULT_SERVER).rstrip("/"), tok
 
@@ -60,7 +59,10 @@ class Client:
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        try:
+            self._http = Http(self.server, headers, timeout)
+        except ValueError as exc:
+            raise ApiUnavailable(self.server, f"{exc}; give the server as http://HOST:PORT") from None
 
     @classmethod
     def from_env(
@@ -85,15 +87,15 @@ class Client:
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         info = lookup(obj.get("kind", ""))
-        return self._request("POST", _collection_path(info, _namespace_of(info, obj)), json=obj)
+        return self._request("POST", _collection_path(info, _namespace_of(info, obj)), json_body=obj)
 
     def update(self, obj: dict[str, Any]) -> dict[str, Any]:
         info, name, ns = self._key(obj)
-        return self._request("PUT", _object_path(info, name, ns), json=obj)
+        return self._request("PUT", _object_path(info, name, ns), json_body=obj)
 
     def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         info, name, ns = self._key(obj)
-        return self._request("PUT", _object_path(info, name, ns) + "/status", json=obj)
+        return self._request("PUT", _object_path(info, name, ns) + "/status", json_body=obj)
 
     def delete(
         self, kind: str, name: str, namespace: str | None = None, resource_version: str | None = None
@@ -107,7 +109,7 @@ class Client:
         (kind, namespace, name, action, warnings). A bad document raises Invalid whose
         ``errors[].document`` is its 0-based index."""
         body = {"documents": list(documents), "dryRun": dry_run}
-        return self._request("POST", f"{_PREFIX}/apply", json=body)["results"]
+        return self._request("POST", f"{_PREFIX}/apply", json_body=body)["results"]
 
     def watch(
         self,
@@ -128,10 +130,9 @@ class Client:
             params["labelSelector"] = selector
         if timeout is not None:
             params["timeoutSeconds"] = timeout
-        request = self._http.build_request(
-            "GET", _collection_path(info, namespace), params=params, timeout=_STREAM_TIMEOUT
+        return WatchStream(
+            self._http.stream("GET", _collection_path(info, namespace), params=params), self.server
         )
-        return WatchStream(self._http, request, self.server)
 
     def logs(
         self,
@@ -159,10 +160,9 @@ class Client:
         if tail_lines is not None:
             params["tailLines"] = tail_lines
         path = f"{_collection_path(lookup('Pod'), namespace or 'default')}/{name}/log"
-        request = self._http.build_request(
-            "GET", path, params=params, headers={"Accept": "text/plain"}, timeout=_STREAM_TIMEOUT
+        return LogStream(
+            self._http.stream("GET", path, params=params, headers={"Accept": "text/plain"}), self.server
         )
-        return LogStream(self._http, request, self.server)
 
     # -- server --------------------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class Client:
     def inject_fault(self, node: str, fault: dict[str, Any]) -> dict[str, Any]:
         """Testing only: make a fake GPU of ``node`` fail (``{"gpu": 1, "xid": 79}``, ``lost``,
         ``clear``) or report readings; the GPU as the node now reports it."""
-        return self._request("POST", f"{_PREFIX}/nodes/{node}/fault-injection", json=fault)
+        return self._request("POST", f"{_PREFIX}/nodes/{node}/fault-injection", json_body=fault)
 
     def retry_workflow(self, name: str, namespace: str | None = None) -> list[str]:
         """Retry a failed workflow (``muster retry``); the tasks that run again. A workflow that
@@ -186,8 +186,8 @@ class Client:
     def health(self) -> bool:
         """True when a server answers ``/healthz`` (no token needed)."""
         try:
-            return self._http.get("/healthz", timeout=5.0).status_code == 200
-        except httpx.TransportError:
+            return self._http.request("GET", "/healthz", timeout=5.0).status_code == 200
+        except TransportError:
             return False
 
     def version(self) -> dict[str, Any]:
@@ -208,7 +208,7 @@ class Client:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _key(self, obj: dict[str, Any]) -> tuple[KindInfo, str, str | None]:
+    def _key(self, obj: dict[str, Any]) -> tuple[Kind, str, str | None]:
         info = lookup(obj.get("kind", ""))
         name = (obj.get("metadata") or {}).get("name")
         if not name:
@@ -218,10 +218,10 @@ class Client:
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._send(method, path, **kwargs).json()
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, method: str, path: str, **kwargs: Any) -> Response:
         try:
             resp = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
+        except TransportError as exc:
             raise ApiUnavailable(self.server, _cause(exc)) from exc
         if resp.status_code >= 400:
             raise error_from_response(resp.status_code, _json_or_text(resp))
@@ -230,13 +230,11 @@ class Client:
 
 class _Stream(Iterator[T]):
     """A streaming response read item by item; the request is sent on the first ``next()``.
-    Subclasses say how the body turns into items (:meth:`_items`)."""
+    Subclasses say how the body turns into items (:meth:`_parse`)."""
 
-    def __init__(self, http: httpx.Client, request: httpx.Request, server: str) -> None:
-        self._http = http
-        self._request = request
+    def __init__(self, stream: Stream, server: str) -> None:
+        self._stream = stream
         self._server = server
-        self._response: httpx.Response | None = None
         self._items: Iterator[T] | None = None
         self._closed = False  # by close(): the reader stops quietly, whatever the socket says
         self._reading = False
@@ -250,40 +248,34 @@ class _Stream(Iterator[T]):
         self._reading = True
         try:
             return self._next()
-        except (httpx.TransportError, httpx.StreamError) as exc:
+        except TransportError as exc:
             if self._closed:
                 raise StopIteration from None
             self.close()
             raise ApiUnavailable(self._server, _cause(exc)) from exc
         finally:
             self._reading = False
-            if self._closed and self._response is not None:
-                self._response.close()
+            if self._closed:
+                self._stream.close()
 
     def open(self) -> None:
         """Send the request now, so an error answer (404, ...) raises here, not on ``next()``."""
         if self._items is None and not self._closed:
             try:
                 self._open()
-            except (httpx.TransportError, httpx.StreamError) as exc:
+            except TransportError as exc:
                 self.close()
                 raise ApiUnavailable(self._server, _cause(exc)) from exc
 
     def close(self) -> None:
         """End the stream; a ``next()`` blocked in another thread then stops."""
         self._closed = True
-        if self._response is None:
-            return
         if self._reading:
-            # Another thread is blocked reading: closing the socket would not wake it (and the
-            # connection's locks are its); shutting the socket down does, and it cleans up.
-            stream = self._response.extensions.get("network_stream")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            # Another thread is blocked reading: closing the socket would not wake it;
+            # shutting it down does, and that thread closes it.
+            self._stream.shutdown()
         else:
-            self._response.close()
+            self._stream.close()
 
     def __enter__(self) -> _Stream[T]:
         return self
@@ -292,12 +284,12 @@ class _Stream(Iterator[T]):
         self.close()
 
     def _open(self) -> None:
-        self._response = self._http.send(self._request, stream=True)
-        if self._response.status_code >= 400:
-            self._response.read()
+        self._stream.open(_CONNECT_TIMEOUT)
+        if self._stream.status_code >= 400:
+            answer = self._stream.read()
             self.close()
-            raise error_from_response(self._response.status_code, _json_or_text(self._response))
-        self._items = self._parse(self._response)
+            raise error_from_response(answer.status_code, _json_or_text(answer))
+        self._items = self._parse(self._stream)
 
     def _next(self) -> T:
         if self._items is None:
@@ -308,15 +300,15 @@ class _Stream(Iterator[T]):
         self.close()
         raise StopIteration
 
-    def _parse(self, response: httpx.Response) -> Iterator[T]:
+    def _parse(self, stream: Stream) -> Iterator[T]:
         raise NotImplementedError
 
 
 class WatchStream(_Stream[dict[str, Any]]):
     """The events of one watch request."""
 
-    def _parse(self, response: httpx.Response) -> Iterator[dict[str, Any]]:
-        for line in response.iter_lines():
+    def _parse(self, stream: Stream) -> Iterator[dict[str, Any]]:
+        for line in stream.lines():
             if not line.strip():
                 continue
             event = json.loads(line)
@@ -330,36 +322,38 @@ class WatchStream(_Stream[dict[str, Any]]):
 class LogStream(_Stream[str]):
     """The lines of one pod log request, newline kept (a last line may lack it)."""
 
-    def _parse(self, response: httpx.Response) -> Iterator[str]:
+    def _parse(self, stream: Stream) -> Iterator[str]:
         # Split on "\n" only: a progress bar's "\r" stays inside its line, as in the file.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = ""
-        for text in response.iter_text():
-            pending += text
+        for data in stream.chunks():
+            pending += decoder.decode(data)
             *lines, pending = pending.split("\n")
             for line in lines:
                 yield line + "\n"
+        pending += decoder.decode(b"", final=True)
         if pending:
             yield pending
 
 
-def _collection_path(info: KindInfo, namespace: str | None) -> str:
+def _collection_path(info: Kind, namespace: str | None) -> str:
     if info.namespaced and namespace:
         return f"{_PREFIX}/namespaces/{namespace}/{info.plural}"
     return f"{_PREFIX}/{info.plural}"
 
 
-def _object_path(info: KindInfo, name: str, namespace: str | None) -> str:
+def _object_path(info: Kind, name: str, namespace: str | None) -> str:
     ns = (namespace or "default") if info.namespaced else None
     return f"{_collection_path(info, ns)}/{name}"
 
 
-def _namespace_of(info: KindInfo, obj: dict[str, Any]) -> str | None:
+def _namespace_of(info: Kind, obj: dict[str, Any]) -> str | None:
     if not info.namespaced:
         return None
     return (obj.get("metadata") or {}).get("namespace") or "default"
 
 
-def _json_or_text(resp: httpx.Response) -> Any:
+def _json_or_text(resp: Response) -> Any:
     try:
         return resp.json()
     except ValueError:

@@ -70,22 +70,25 @@ def gpu_node(
 
 def cluster_queue(
     name: str,
-    quota: Mapping[str, Mapping[str, str | tuple[str, str | None]]],
+    quota: Mapping[str, Mapping[str, str | tuple[str, str | None] | tuple[str, str | None, str | None]]],
     cohort: str | None = None,
     within: str = "LowerPriority",
     strategy: str = "BestEffortFIFO",
 ) -> dict[str, Any]:
-    """``quota``: flavor -> resource -> nominal, or (nominal, borrowingLimit)."""
+    """``quota``: flavor -> resource -> nominal, (nominal, borrowingLimit) or (nominal,
+    borrowingLimit, lendingLimit)."""
     resources = sorted({r for per in quota.values() for r in per})
     flavors = []
     for flavor, per in quota.items():
         items = []
         for r in resources:
             value = per.get(r, "0")
-            nominal, borrow = value if isinstance(value, tuple) else (value, None)
+            nominal, borrow, lend = (*value, None)[:3] if isinstance(value, tuple) else (value, None, None)
             item: dict[str, Any] = {"name": r, "nominalQuota": nominal}
             if borrow is not None:
                 item["borrowingLimit"] = borrow
+            if lend is not None:
+                item["lendingLimit"] = lend
             items.append(item)
         flavors.append({"name": flavor, "resources": items})
     spec: dict[str, Any] = {

@@ -163,3 +163,28 @@ def test_drain_evicts_with_its_grace_and_the_job_runs_elsewhere(two_nodes: Harne
     h.rt.run_all()
     h.settle(lambda: h.has("TrainingJob", "train", "Running"))
     assert running_on(h, "train") == {other}
+
+
+def test_a_job_moved_off_a_failed_gpu_says_so_while_it_waits(sqlite_store: Store, tmp_path):
+    """docs/operations.md: the requeued job stays Queued with reason GPUUnhealthy until it is
+    admitted again; the message adds what keeps it out now (issue 14, 14)."""
+    h = Harness(sqlite_store, tmp_path / "home", nodes={"node-a": 2})
+    try:
+        start(h, "train")
+        inject(h, "node-a", GpuFault(gpu=1, xid=79))
+        h.settle(lambda: (h.get("Workload", "train") or {}).get("status", {}).get("pending"))
+        h.settle()
+        queued = h.condition("TrainingJob", "train", "Queued")
+        assert queued is not None and queued["status"] == "True"
+        assert queued["reason"] == "GPUUnhealthy"
+        assert queued["message"].startswith("GPU 1 of node node-a is unhealthy")
+        assert "; now waiting for admission: ExceedsMaxQuota: " in queued["message"]
+        # Repaired, it runs again; the next wait (none here) would carry its own reason.
+        inject(h, "node-a", GpuFault(gpu=1, clear=True))
+        h.settle(
+            lambda: h.rt.pods_by_uid and any(f.phase.value == "Pending" for f in h.rt.pods_by_uid.values())
+        )
+        h.rt.run_all()
+        h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    finally:
+        h.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from muster.api.conditions import is_true
 from muster.controllers.insight.explain import Explanation, explain
 from muster.controllers.insight.explain.gather import gather
 from muster.runtime.base import GpuFault
@@ -198,3 +199,211 @@ def test_a_preempted_job_says_whether_it_resumed_from_a_checkpoint(make, checkpo
     else:
         assert (pre.checkpoint_found, pre.checkpoint) == (False, None)
         assert "NoCheckpoint" in reasons
+
+
+# -- the root cause behind the blocker (issue 15) ----------------------------------------------
+
+
+def cohort_queue(name: str, gpus: str | tuple[str, str | None, str | None]) -> list[Obj]:
+    cq = cluster_queue(
+        name, {"default": {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": gpus}}, cohort="research"
+    )
+    return [cq, local_queue(name, name)]
+
+
+def first_cause(ex: Explanation) -> str:
+    """What the summary names first, after where it waits."""
+    return ex.summary.split("): ", 1)[1]
+
+
+def admitted_after(h: Harness, name: str) -> bool:
+    h.settle(lambda: (h.get("Workload", name) or {}).get("status", {}).get("admission"))
+    return True
+
+
+def test_root_cause_an_unhealthy_gpu_of_a_one_node_cluster(make):
+    """The default queue's quota follows the healthy GPUs: the sick GPU is the cause, the quota of
+    0 its consequence."""
+    h = make(nodes={"node-0": 1})
+    future = h.manager.request_fault("node-0", GpuFault(gpu=0, xid=79))
+    h.settle(future.done)
+    ex = waiting(h, "train", "ExceedsMaxQuota", workers=1, gpus=1)
+    assert ex.blocker == (
+        "asks for 1 nvidia.com/gpu, more than ClusterQueue default can ever have "
+        "(0 with what its cohort may lend)"
+    )
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("GPUUnhealthy", "node/node-0")
+    since = next(
+        c for c in h.get("Node", "node-0", None)["status"]["conditions"] if c["type"] == "GPUHealthy"
+    )
+    assert cause.since == since["lastTransitionTime"]
+    assert cause.numbers == {"node": "node-0", "gpus": [0], "healthyGpus": 0, "totalGpus": 1, "xid": [79]}
+    assert first_cause(ex).startswith(
+        f"GPU 0 of node node-0 is unhealthy since {cause.since} (XID 79 (GPU has fallen off the bus)); "
+        "ClusterQueue default's quota follows the nodes' healthy GPUs (0 of 1); "
+        "so ExceedsMaxQuota: asks for 1"
+    )
+    assert ex.unblock[0] == (
+        "repair or replace GPU 0 of node node-0: drain the node (muster node drain node-0), reset the GPU "
+        "(nvidia-smi -r) or reboot the machine, then restart muster up there"
+    )
+    assert not any("at most 0" in hint for hint in ex.unblock)
+    out = ex.to_dict()
+    assert out["blocker"] == ex.blocker and out["rootCause"]["kind"] == "GPUUnhealthy"
+    # The action is the cure: repaired, the GPU is quota again and the job is admitted.
+    future = h.manager.request_fault("node-0", GpuFault(gpu=0, clear=True))
+    h.settle(future.done)
+    assert admitted_after(h, "train")
+
+
+def test_root_cause_a_borrowing_limit_with_idle_capacity_in_the_cohort(make):
+    h = make(nodes={"node-0": 4})
+    h.apply(*cohort_queue("team-a", ("1", "0", None)), *cohort_queue("team-b", "3"))
+    ex = waiting(h, "train", "ExceedsMaxQuota", workers=2, gpus=1, queueName="team-a")
+    assert ex.blocker.endswith(
+        "more than ClusterQueue team-a can ever have (1 with what its cohort may lend)"
+    )
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("BorrowingLimit", "clusterqueue/team-a")
+    assert first_cause(ex).startswith(
+        "ClusterQueue team-a's borrowingLimit of 0 nvidia.com/gpu (flavor default) forbids borrowing the 3 "
+        "idle in cohort research: it has nominal 1 and the job asks for 2; so ExceedsMaxQuota"
+    )
+    assert (cause.numbers["borrowingLimit"], cause.numbers["idleInCohort"], cause.numbers["needed"]) == (
+        "0",
+        "3",
+        "1",
+    )
+    assert ex.unblock[0] == (
+        "raise borrowingLimit of nvidia.com/gpu in flavor default of ClusterQueue team-a "
+        "from 0 to at least 1 (or remove it)"
+    )
+    h.apply(*cohort_queue("team-a", ("1", "1", None)))  # as the action says
+    assert admitted_after(h, "train")
+
+
+def test_root_cause_a_lending_limit_of_another_queue(make):
+    h = make(nodes={"node-0": 4})
+    h.apply(*cohort_queue("team-a", "1"), *cohort_queue("team-b", ("3", None, "1")))
+    ex = waiting(h, "train", "ExceedsMaxQuota", workers=4, gpus=1, queueName="team-a")
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("LendingLimit", "clusterqueue/team-b")
+    assert first_cause(ex).startswith(
+        "ClusterQueue team-b lends at most 1 of its 3 nvidia.com/gpu (flavor default, lendingLimit) "
+        "to cohort research and keeps the 2 it leaves idle for itself; so ExceedsMaxQuota"
+    )
+    assert ex.unblock[0] == (
+        "raise lendingLimit of nvidia.com/gpu in flavor default of ClusterQueue team-b from 1 to at least 3 "
+        "(or remove it)"
+    )
+    h.apply(*cohort_queue("team-b", ("3", None, "3")))
+    assert admitted_after(h, "train")
+
+
+def test_root_cause_a_cordoned_node_not_the_size_of_the_gang(make):
+    h = make(nodes={"n1": 4, "n2": 4})
+    node = h.get("Node", "n2", None)
+    node["spec"]["unschedulable"] = True
+    h.store.update(node)
+    ex = waiting(h, "train", "InsufficientResources", workers=2, gpus=4)
+    assert ex.fits_when is not None and ex.fits_when.never
+    assert "(4 usable GPUs)" in ex.blocker  # the cordoned node's GPUs take no pods
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("NodeCordoned", "node/n2")
+    assert first_cause(ex).startswith(
+        "node n2 is cordoned (spec.unschedulable): its 4 GPU(s) take no new pods; so InsufficientResources: "
+        "the gang can never fit"
+    )
+    assert ex.unblock[0] == "muster node uncordon n2 once it is fit to take pods"
+    node = h.get("Node", "n2", None)
+    node["spec"]["unschedulable"] = False
+    h.store.update(node)
+    assert admitted_after(h, "train")
+
+
+def test_no_node_with_gpus_is_the_cause_not_the_request(make):
+    h = make(gpus=0)
+    ex = waiting(h, "train", "ExceedsMaxQuota", workers=1, gpus=1)
+    cause = ex.root_cause
+    assert cause is not None and cause.kind == "NoGPUs"
+    assert first_cause(ex).startswith("no node has GPUs (node ")
+    assert ex.unblock[0].endswith("declare fake GPUs to try Muster without: muster up --fake-gpus 4")
+    assert not any("at most 0" in hint for hint in ex.unblock)
+
+
+def test_a_quota_wait_with_a_healthy_cluster_has_no_root_cause(make):
+    h = make(gpus=8)
+    h.apply(*queue("team", "2"))
+    running(h, "first", workers=1, gpus=2, queueName="team")
+    ex = waiting(h, "second", "QuotaExhausted", workers=1, gpus=2, queueName="team")
+    assert ex.root_cause is None and ex.to_dict()["rootCause"] is None
+
+
+def test_the_gang_counts_every_pod_set(make):
+    """A master and a worker of one GPU each are a gang of two pods, not of one (issue 14, 7)."""
+    h = make(nodes={"node-0": 2})
+    running(h, "first", workers=1, gpus=1)
+    ex = waiting(h, "second", "QuotaExhausted", workers=1, master=True, gpus=1)
+    frag = ex.fragmentation
+    assert frag is not None and (frag.pods, frag.room, frag.free_gpus) == (2, 1, 1)
+    assert frag.message == (
+        "the free GPUs take 1 of its 2 pods of 1 "
+        "(1 free GPUs spread over 1 node; the largest free block is 1 on node-0)"
+    )
+
+
+def test_root_cause_a_node_that_stopped_answering(make):
+    h = make(nodes={"n1": 2, "n2": 2}, node_grace_seconds=40)
+    h.rt.lose_node("n2")
+    h.clock.advance(60)
+    h.settle(lambda: not is_true(h.get("Node", "n2", None), "Ready"))
+    ex = waiting(h, "train", "InsufficientResources", workers=2, gpus=2)
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("NodeNotReady", "node/n2")
+    assert first_cause(ex).startswith("node n2 is not ready since ")
+    assert ex.unblock[0] == (
+        "bring node n2 back: check the machine and the muster runtime on it (muster up there); "
+        "a node gone for good: muster delete node n2"
+    )
+
+
+def test_root_cause_a_borrowing_limit_of_a_parent_cohort(make):
+    """Cohort research (team-a's) may borrow nothing from org, where team-x leaves 3 GPUs idle."""
+    h = make(nodes={"node-0": 4})
+    research = {
+        "apiVersion": "muster.dev/v1",
+        "kind": "Cohort",
+        "metadata": {"name": "research"},
+        "spec": {
+            "parentName": "org",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "default",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "0"}
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    other = cluster_queue(
+        "team-x", {"default": {"cpu": "1000", "memory": "10Ti", "nvidia.com/gpu": "3"}}, cohort="org"
+    )
+    h.apply(research, *cohort_queue("team-a", "1"), other, local_queue("team-x", "team-x"))
+    ex = waiting(h, "train", "ExceedsMaxQuota", workers=2, gpus=1, queueName="team-a")
+    cause = ex.root_cause
+    assert cause is not None and (cause.kind, cause.object) == ("BorrowingLimit", "cohort/research")
+    assert first_cause(ex).startswith(
+        "Cohort research's borrowingLimit of 0 nvidia.com/gpu (flavor default) forbids borrowing the 3 idle "
+        "in cohort org"
+    )
+    assert ex.unblock[0] == (
+        "raise borrowingLimit of nvidia.com/gpu in flavor default of Cohort research from 0 to at least 1 "
+        "(or remove it)"
+    )

@@ -198,6 +198,16 @@ def test_gpu_faults_and_readings_reach_the_pages_live(browser: Any, muster_home:
             assert (
                 tab.page.locator("table.gpus tbody tr").nth(1).locator(".badge").inner_text() == "Unhealthy"
             )
+            # A job asking for both GPUs waits; its why card names the failed GPU first, and its repair.
+            client.create(job_doc("both", [PYTHON, "-c", "print('never')"], workers=1, gpus=2))
+            wait_condition(client, "TrainingJob", "both", "Queued", reason="ExceedsMaxQuota")
+            tab.open("/jobs/default/both", ".why-cause")
+            assert tab.page.inner_text(".why-cause").startswith(f"GPU 1 of node {node} is unhealthy since ")
+            assert (
+                tab.page.locator("ul.hints li")
+                .first.inner_text()
+                .startswith(f"repair or replace GPU 1 of node {node}")
+            )
             assert tab.errors == []
         finally:
             tab.close()

@@ -16,7 +16,8 @@ import yaml
 from muster.testing import wait_for
 from muster.testing.cluster import cluster_queue
 from muster.testing.factories import local_queue
-from tests.e2e.jobs import cluster, condition, job_doc, pod_log, python_job, wait_condition
+from muster.testing.up import run_cli
+from tests.e2e.jobs import cluster, condition, job_doc, pod_log, python_job, serve, wait_condition
 
 pytestmark = pytest.mark.slow
 
@@ -219,3 +220,32 @@ def test_quickstart_runs_as_written(muster_home: Path):
         assert pod_log(up.home, "mnist-worker-1", container="trainer").strip() == (
             f"RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={port} CUDA_VISIBLE_DEVICES={gpus[0]}"
         )
+
+
+def test_without_gpus_up_says_so_and_why_and_doctor_name_the_cause(muster_home: Path):
+    """`muster up` on a machine without GPUs (and no --fake-gpus) warns at start-up; a job that
+    asks for a GPU is explained by "no node has GPUs", not by a request to lower to 0."""
+    from muster.runtime.local.gpus import open_gpu_source
+
+    source = open_gpu_source()
+    try:
+        if source.devices():
+            pytest.skip("this machine has GPUs: the no-GPU start-up cannot be seen here")
+    finally:
+        source.close()
+    with serve(muster_home, []) as (up, client):
+        wait_for(
+            lambda: "warning: no GPU found: no node has GPUs" in up.log(), timeout=30, what="the warning"
+        )
+        assert "muster up --fake-gpus 4" in up.log()
+        client.create(python_job("train", "print('never')", workers=1, gpus=1))
+        wait_condition(client, "TrainingJob", "train", "Queued", reason="ExceedsMaxQuota")
+        why = run_cli(up.home, "why", "job/train")
+        assert why.returncode == 0, why.stderr
+        headline = why.stdout.splitlines()[0]
+        assert headline.startswith(
+            "trainingjob/train is waiting in ClusterQueue default (position 1 of 1): no node has GPUs"
+        )
+        assert "request to at most 0" not in why.stdout and "--fake-gpus 4" in why.stdout
+        doctor = run_cli(up.home, "doctor")
+        assert "NoGPUs: no node has GPUs: 1 workload(s) that ask for GPUs can never run" in doctor.stdout

@@ -426,8 +426,15 @@ def test_muster_up_runs_on_the_cluster_of_its_kubeconfig(
     args = ["--runtime", "kubernetes", "--kubeconfig", str(muster_user), "--context", "muster"]
     with MusterUp(muster_home, extra_args=args) as up, Client(up.url, up.token) as client:
         registered = wait_for(
-            lambda: next((n for n in client.list("Node")["items"] if n["metadata"]["name"] == node), None),
-            what="the cluster's node registered",
+            lambda: next(
+                (
+                    n
+                    for n in client.list("Node")["items"]
+                    if n["metadata"]["name"] == node and n.get("status", {}).get("allocatable")
+                ),
+                None,
+            ),
+            what="the cluster's node registered with its status",
         )
         assert registered["status"]["runtime"] == "kubernetes"
         assert registered["status"]["allocatable"]["nvidia.com/gpu"] == "8"

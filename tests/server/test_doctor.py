@@ -164,3 +164,76 @@ def test_a_healthy_cluster_has_no_finding(harness: Harness):
     answer = doctor(h)
     assert answer["findings"] == []
     assert answer["counts"] == {"critical": 0, "warning": 0, "info": 0}
+
+
+def test_failed_and_never_fitting_jobs_are_findings(harness: Harness):
+    """Right after a job failed, and with a job that no node can ever hold, the doctor does not
+    say "No problems found." (issue 14, 2)."""
+    h = harness
+    run(h, "bad", gpus=1, run_policy={"backoffLimit": 0}, restart_policy="Never")
+    h.rt.exit("default/bad-worker-0", 3)
+    h.settle(lambda: h.has("TrainingJob", "bad", "Failed"))
+    h.apply(job("huge", workers=1, gpus=5))  # within quota, but no node has more than 4 GPUs
+    h.settle(lambda: (h.get("Workload", "huge") or {}).get("status", {}).get("pending"))
+    answer = doctor(h)
+    codes = [(f["severity"], f["code"], f["objects"]) for f in answer["findings"]]
+    assert codes == [
+        ("warning", "JobFailed", ["trainingjob/default/bad"]),
+        ("warning", "NeverFits", ["trainingjob/default/huge"]),
+    ]
+    failed, never = answer["findings"]
+    assert failed["title"] == "trainingjob default/bad failed: ReplicaFailed"
+    assert failed["evidence"][0].startswith(
+        "trainingjob/default/bad: ReplicaFailed (worker-0: Error, exit code 3)"
+    )
+    assert failed["fix"].startswith("muster why job/bad -n default shows the replica that failed first")
+    assert never["title"] == (
+        "1 workload(s) can never be admitted as the cluster is: no node can host a pod: "
+        "n1: 4 usable GPU(s), a pod needs 5; n2: 4 usable GPU(s), a pod needs 5; "
+        "n3: 4 usable GPU(s), a pod needs 5"
+    )
+    assert never["evidence"][0].startswith("trainingjob/default/huge: InsufficientResources: ")
+    assert never["fix"].startswith("it can never fit as the cluster is: ask for less per pod")
+
+
+def test_no_gpus_at_all_is_critical(sqlite_store: Store, tmp_path: Path):
+    h = Harness(sqlite_store, tmp_path / "home", gpus=0)
+    try:
+        h.apply(job("train", workers=1, gpus=1))
+        h.settle(lambda: (h.get("Workload", "train") or {}).get("status", {}).get("pending"))
+        answer = doctor(h)
+        (finding,) = answer["findings"]
+        assert (finding["severity"], finding["code"]) == ("critical", "NoGPUs")
+        assert finding["title"] == "no node has GPUs: 1 workload(s) that ask for GPUs can never run"
+        assert finding["evidence"][0].startswith("root cause: no node has GPUs (node ")
+        assert "trainingjob/default/train" in finding["objects"]
+        assert finding["fix"].endswith("muster up --fake-gpus 4")
+    finally:
+        h.close()
+
+
+def test_waits_are_reported_by_their_root_cause(harness: Harness):
+    """A job that would run now on the cordoned node, and one the failed GPU's lost quota keeps
+    out for good: each is named by the fact behind it, with the fix that fact needs."""
+    h = harness
+    for name in ("a", "b"):
+        run(h, name, gpus=4)
+    placed = {n for name in ("a", "b") for n in [h.pods()[f"{name}-worker-0"]["spec"]["nodeName"]]}
+    (free,) = set(NODES) - placed
+    node = h.get("Node", free, None)
+    node["spec"]["unschedulable"] = True
+    h.store.update(node)
+    h.apply(job("next", workers=1, gpus=4))
+    h.settle(lambda: (h.get("Workload", "next") or {}).get("status", {}).get("pending"))
+    answer = doctor(h)
+    codes = [(f["severity"], f["code"], f["objects"]) for f in answer["findings"]]
+    assert codes == [
+        ("warning", "AvoidableWait", [f"node/{free}", "trainingjob/default/next"]),
+        ("info", "NodeCordoned", [f"node/{free}"]),
+    ]
+    avoidable = answer["findings"][0]
+    assert avoidable["title"] == (
+        f"node {free} is cordoned (spec.unschedulable): its 4 GPU(s) take no new pods: "
+        "it keeps 1 workload(s) waiting that would run now"
+    )
+    assert avoidable["fix"] == f"muster node uncordon {free} once it is fit to take pods"

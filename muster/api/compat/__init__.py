@@ -1,4 +1,4 @@
-"""Converters from foreign manifests (PyTorchJob, Kueue, PriorityClass, batch/v1 Job,
+"""Converters from foreign manifests (PyTorchJob, Kueue, PriorityClass, batch/v1 Job, Pod,
 Namespace) to Muster's own kinds.
 
 A converter rewrites a foreign document into a native ``muster.dev/v1`` document and says

@@ -1,4 +1,5 @@
-"""Job kinds to TrainingJob: Kubeflow ``kubeflow.org/v1 PyTorchJob`` and ``batch/v1 Job``.
+"""Job kinds to TrainingJob: Kubeflow ``kubeflow.org/v1 PyTorchJob``, ``batch/v1 Job`` and a
+plain ``v1 Pod``.
 
 PyTorchJob (reference/workloads.md §1.1) maps field for field: ``pytorchReplicaSpecs`` ->
 ``replicaSpecs`` (replica types case-normalised, as the Training Operator does),
@@ -24,6 +25,20 @@ spec.ttlSecondsAfterFinished           spec.runPolicy.ttlSecondsAfterFinished
 spec.suspend                           spec.runPolicy.suspend
 other fields (podFailurePolicy, ...)   kept in the ignored-fields annotation, warned
 =====================================  ===============================================
+
+v1 Pod becomes a one-pod Worker TrainingJob through the namespace's default queue (or the
+Kueue queue label), as Kueue's plain-pod integration admits it. A Pod runs to completion:
+
+=====================================  ===============================================
+v1 Pod                                 TrainingJob
+=====================================  ===============================================
+metadata.labels, metadata.annotations  the job's and its pod template's
+spec (less the fields below)           spec.replicaSpecs.Worker.template.spec
+spec.restartPolicy Never               runPolicy.backoffLimit 0 (no second try)
+spec.restartPolicy OnFailure, Always   restarted after a failure, up to backoffLimit 6;
+or unset                               Always is warned: nothing restarts after success
+spec.activeDeadlineSeconds             spec.runPolicy.activeDeadlineSeconds
+=====================================  ===============================================
 """
 
 from __future__ import annotations
@@ -36,7 +51,7 @@ from muster.api.base import API_VERSION
 from muster.api.compat.base import Conversion, Converter
 from muster.api.errors import FieldError, InvalidObject, child_path
 
-__all__ = ["CONVERTERS", "convert_batch_job", "convert_pytorchjob"]
+__all__ = ["CONVERTERS", "convert_batch_job", "convert_pod", "convert_pytorchjob"]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -124,6 +139,43 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
     return conversion
 
 
+def convert_pod(doc: Mapping[str, Any]) -> Conversion:
+    """A v1 Pod as a one-pod TrainingJob (see the table in the module docstring)."""
+    native = _start(doc)
+    pod_spec = copy.deepcopy(_mapping(native, "spec", "spec"))
+    conversion = Conversion(doc=native)
+    restart = pod_spec.pop("restartPolicy", None)
+    if restart not in (None, "Never", "OnFailure", "Always"):
+        raise InvalidObject(
+            [FieldError("spec.restartPolicy", "must be one of Never, OnFailure, Always", restart)]
+        )
+    if restart == "Always":
+        conversion.warnings.append(
+            FieldError(
+                "spec.restartPolicy",
+                "Always is not honoured: the pod runs to completion and is restarted only after "
+                f"a failure (at most {_JOB_BACKOFF_LIMIT} times)",
+                hint="use OnFailure or Never to say so",
+            )
+        )
+    run_policy: dict[str, Any] = {"backoffLimit": 0 if restart == "Never" else _JOB_BACKOFF_LIMIT}
+    if "activeDeadlineSeconds" in pod_spec:
+        run_policy["activeDeadlineSeconds"] = pod_spec.pop("activeDeadlineSeconds")
+    meta = native.get("metadata") if isinstance(native.get("metadata"), dict) else {}
+    template_meta = {key: copy.deepcopy(meta[key]) for key in ("labels", "annotations") if meta.get(key)}
+    template: dict[str, Any] = {"spec": pod_spec, **({"metadata": template_meta} if template_meta else {})}
+    native["spec"] = {
+        "replicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}},
+        "runPolicy": run_policy,
+    }
+    conversion.paths = (
+        ("spec.replicaSpecs.Worker.template.spec", "spec"),
+        ("spec.runPolicy.activeDeadlineSeconds", "spec.activeDeadlineSeconds"),
+        *_queue_and_priority(native, native["spec"], [template]),
+    )
+    return conversion
+
+
 def _start(doc: Mapping[str, Any]) -> dict[str, Any]:
     native = copy.deepcopy(dict(doc))
     native["apiVersion"] = API_VERSION
@@ -178,4 +230,5 @@ def _queue_and_priority(
 CONVERTERS: dict[tuple[str, str], Converter] = {
     ("kubeflow.org/v1", "PyTorchJob"): convert_pytorchjob,
     ("batch/v1", "Job"): convert_batch_job,
+    ("v1", "Pod"): convert_pod,
 }

@@ -12,8 +12,18 @@ from muster.api.labels import DRAIN_ANNOTATION, pod_name
 from muster.api.lifecycle import JobPhase, is_final, job_phase
 from muster.api.quantity import fmt_amount
 from muster.controllers.insight.explain.pending import queue_time
-from muster.controllers.insight.findings import Finding, Inputs, Obj, Thresholds
+from muster.controllers.insight.explain.rootcause import gpu_repair_action, uncordon_action
+from muster.controllers.insight.findings import (
+    Finding,
+    Inputs,
+    Obj,
+    Thresholds,
+    capped,
+    object_ref,
+    owner_ref,
+)
 from muster.controllers.insight.gpuview import gpu_rows
+from muster.controllers.insight.stuck import blocked, failed
 from muster.controllers.insight.usage import (
     cluster_queue_of,
     is_pending,
@@ -27,7 +37,6 @@ from muster.controllers.nodes.health import GPU_UNHEALTHY_TAINT
 __all__ = ["CHECKS"]
 
 _GPU = "nvidia.com/gpu"
-_LISTED = 10  # evidence lines per finding before "and N more"
 
 
 def nodes(inp: Inputs, _t: Thresholds) -> list[Finding]:
@@ -37,7 +46,7 @@ def nodes(inp: Inputs, _t: Thresholds) -> list[Finding]:
     for pod in inp.pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and not is_final(pod):
-            bound.setdefault(node, []).append(_ref(pod))
+            bound.setdefault(node, []).append(object_ref(pod))
     for node in sorted(inp.nodes, key=lambda n: n["metadata"]["name"]):
         name = node["metadata"]["name"]
         status, spec = node.get("status") or {}, node.get("spec") or {}
@@ -77,8 +86,8 @@ def nodes(inp: Inputs, _t: Thresholds) -> list[Finding]:
                     f"{len(bad)} GPU(s) of node {name} unhealthy",
                     [f"node/{name}"],
                     evidence,
-                    f"drain the node (muster node drain {name}), reset the GPU (nvidia-smi -r) or reboot the "
-                    "machine, then restart muster up there; the taint goes once every GPU is healthy",
+                    gpu_repair_action(name, [int(g["index"]) for g in bad])
+                    + "; the taint goes once every GPU is healthy",
                 )
             )
         if spec.get("unschedulable"):
@@ -93,7 +102,7 @@ def nodes(inp: Inputs, _t: Thresholds) -> list[Finding]:
                     f"node {name} is cordoned",
                     [f"node/{name}"],
                     evidence,
-                    f"muster node uncordon {name} once it is fit to take pods",
+                    uncordon_action(name),
                 )
             )
     return out
@@ -108,7 +117,7 @@ def jobs(inp: Inputs, t: Thresholds) -> list[Finding]:
             key = (ref.get("namespace") or "default", ref.get("name", ""))
             ooms[key] = ooms.get(key, 0) + int(e.get("count") or 1)
     out = []
-    for job in sorted(inp.jobs, key=_ref):
+    for job in sorted(inp.jobs, key=object_ref):
         if job_phase(job) in (JobPhase.SUCCEEDED, JobPhase.FAILED):
             continue
         ns, name = job["metadata"].get("namespace") or "default", job["metadata"]["name"]
@@ -206,7 +215,7 @@ def waiting(inp: Inputs, t: Thresholds) -> list[Finding]:
     lq_map = local_queue_map(inp.local_queues)
     blocked: list[tuple[str, int, int, Obj]] = []  # owner, pods, GPUs per pod, pending details
     late: dict[str, list[tuple[float, str, Obj]]] = {}  # queue -> (waited, owner, pending)
-    for wl in sorted(inp.workloads, key=_ref):
+    for wl in sorted(inp.workloads, key=object_ref):
         if not is_pending(wl):
             continue
         pending = (wl.get("status") or {}).get("pending") or {}
@@ -216,22 +225,23 @@ def waiting(inp: Inputs, t: Thresholds) -> list[Finding]:
         if pending.get("reason") == "InsufficientResources" and gang and free is not None:
             pods, per_pod = gang
             if free >= pods * per_pod and int(details.get("largestFreeGpuBlock") or 0) < per_pod:
-                blocked.append((_owner(wl), pods, per_pod, details))
+                blocked.append((owner_ref(wl), pods, per_pod, details))
         since = epoch(queue_time(wl))
         if since is not None and inp.now - since >= t.pending_minutes * 60:
             cq = cluster_queue_of(wl, lq_map) or "(no ClusterQueue)"
-            late.setdefault(cq, []).append((inp.now - since, _owner(wl), pending))
+            late.setdefault(cq, []).append((inp.now - since, owner_ref(wl), pending))
     out = [_fragmented(blocked)] if blocked else []
     for cq, items in sorted(late.items()):
         items.sort(key=lambda i: (-i[0], i[1]))
         longest, first = items[0][0], items[0][1]
         kind, ns, name = first.split("/")
-        evidence = [
-            f"{obj}: waiting {_ago(waited)}" + (f"; {p.get('reason')}: {p.get('message', '')}" if p else "")
-            for waited, obj, p in items[:_LISTED]
-        ]
-        if len(items) > _LISTED:
-            evidence.append(f"and {len(items) - _LISTED} more")
+        evidence = capped(
+            [
+                f"{obj}: waiting {_ago(waited)}"
+                + (f"; {p.get('reason')}: {p.get('message', '')}" if p else "")
+                for waited, obj, p in items
+            ]
+        )
         out.append(
             Finding(
                 "warning",
@@ -253,11 +263,7 @@ def _fragmented(blocked: list[tuple[str, int, int, Obj]]) -> Finding:
         f"{details.get('freeGpus')} free GPUs spread over {details.get('nodesWithFreeGpus')} nodes; the "
         f"largest free block is {details.get('largestFreeGpuBlock')}"
     ]
-    evidence += [
-        f"{obj} needs {pods} pod(s) of {per_pod} GPUs" for obj, pods, per_pod, _d in blocked[:_LISTED]
-    ]
-    if len(blocked) > _LISTED:
-        evidence.append(f"and {len(blocked) - _LISTED} more")
+    evidence += capped([f"{obj} needs {pods} pod(s) of {per_pod} GPUs" for obj, pods, per_pod, _d in blocked])
     return Finding(
         "warning",
         "FragmentationBlocksGang",
@@ -300,7 +306,7 @@ def quota(inp: Inputs, _t: Thresholds) -> list[Finding]:
             if unused <= 0:
                 continue
             need = scheduler_amount(resource, max(m for _w, m in waiters))
-            who = ", ".join(_owner(w) for w, _m in waiters[:5])
+            who = ", ".join(owner_ref(w) for w, _m in waiters[:5])
             out.append(
                 Finding(
                     "warning",
@@ -321,7 +327,15 @@ def quota(inp: Inputs, _t: Thresholds) -> list[Finding]:
     return out
 
 
-CHECKS: tuple[Callable[[Inputs, Thresholds], list[Finding]], ...] = (nodes, jobs, idle_gpus, waiting, quota)
+CHECKS: tuple[Callable[[Inputs, Thresholds], list[Finding]], ...] = (
+    nodes,
+    jobs,
+    failed,
+    idle_gpus,
+    waiting,
+    blocked,
+    quota,
+)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -352,17 +366,6 @@ def _memory_limit(replica: Any) -> str | None:
     limits = [((c.get("resources") or {}).get("limits") or {}).get("memory") for c in containers]
     found = [str(m) for m in limits if m]
     return ", ".join(found) or None
-
-
-def _owner(wl: Obj) -> str:
-    ns = wl["metadata"].get("namespace") or "default"
-    for ref in wl["metadata"].get("ownerReferences") or []:
-        return f"{str(ref.get('kind', '')).lower()}/{ns}/{ref.get('name')}"
-    return f"workload/{ns}/{wl['metadata']['name']}"
-
-
-def _ref(obj: Obj) -> str:
-    return f"{obj['metadata'].get('namespace') or 'default'}/{obj['metadata']['name']}"
 
 
 def _same_taint(t: Obj) -> bool:

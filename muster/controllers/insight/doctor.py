@@ -2,11 +2,14 @@
 its evidence and a fix.
 
 Pure functions over the objects and the GPU readings (:class:`Inputs`); the checks are in
-:mod:`muster.controllers.insight.checks`. A finding is ``critical`` when something is broken
-now (a node that stopped answering, an unhealthy GPU), a ``warning`` when resources or time
-are being wasted (an idle allocated GPU, an OOM loop, a restart loop, a job waiting long, a
-gang blocked by fragmentation, quota idle in one queue while another waits) and ``info``
-for what an operator should know (a cordoned node).
+:mod:`muster.controllers.insight.checks` and :mod:`muster.controllers.insight.stuck`. A
+finding is ``critical`` when something is broken now (a node that stopped answering, an
+unhealthy GPU, no GPU at all for jobs that ask for GPUs), a ``warning`` when resources or
+time are being wasted (a failed job, a job that can never be admitted as the cluster is or
+that a fixable fact keeps out, named by the root cause ``muster why`` gives, an idle
+allocated GPU, an OOM loop, a restart loop, a job waiting long, a gang blocked by
+fragmentation, quota idle in one queue while another waits) and ``info`` for what an
+operator should know (a cordoned node).
 """
 
 from __future__ import annotations

@@ -10,7 +10,18 @@ from typing import Any, Literal
 
 from muster.controllers.nodes.gpumonitor import History
 
-__all__ = ["CODES", "SEVERITIES", "Finding", "Inputs", "Obj", "Severity", "Thresholds"]
+__all__ = [
+    "CODES",
+    "SEVERITIES",
+    "Finding",
+    "Inputs",
+    "Obj",
+    "Severity",
+    "Thresholds",
+    "capped",
+    "object_ref",
+    "owner_ref",
+]
 
 Obj = Mapping[str, Any]
 Severity = Literal["critical", "warning", "info"]
@@ -18,6 +29,10 @@ SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
 CODES = (
     "NodeNotReady",
     "GPUUnhealthy",
+    "NoGPUs",
+    "JobFailed",
+    "NeverFits",
+    "AvoidableWait",
     "OOMLoop",
     "RestartLoop",
     "IdleGPU",
@@ -71,6 +86,29 @@ class Inputs:
     cluster_queues: Sequence[Obj] = ()
     local_queues: Sequence[Obj] = ()
     events: Sequence[Obj] = ()
+    # What the scheduler's snapshot needs besides, to explain a waiting Workload as `why` does.
+    flavors: Sequence[Obj] = ()
+    topologies: Sequence[Obj] = ()
+    cohorts: Sequence[Obj] = ()
+    priority_classes: Sequence[Obj] = ()
     history: History = field(default_factory=dict)
     sample_seconds: float | None = None
     now: float = 0.0
+
+
+def owner_ref(wl: Obj) -> str:
+    """``trainingjob/NS/NAME`` of the Workload's owner, else ``workload/NS/NAME``."""
+    ns = wl["metadata"].get("namespace") or "default"
+    for ref in wl["metadata"].get("ownerReferences") or []:
+        return f"{str(ref.get('kind', '')).lower()}/{ns}/{ref.get('name')}"
+    return f"workload/{ns}/{wl['metadata']['name']}"
+
+
+def object_ref(obj: Obj) -> str:
+    """``NS/NAME``."""
+    return f"{obj['metadata'].get('namespace') or 'default'}/{obj['metadata']['name']}"
+
+
+def capped(lines: Sequence[str], listed: int = 10) -> list[str]:
+    """The first ``listed`` evidence lines, and how many more there are."""
+    return list(lines[:listed]) + ([f"and {len(lines) - listed} more"] if len(lines) > listed else [])

@@ -258,7 +258,18 @@ class _Pass:
             self._move(JobPhase.QUEUED, "Queued", "waiting for admission")
         pending = (wl.get("status") or {}).get("pending")
         if pending and job_phase(self.job) is JobPhase.QUEUED:
-            set_job_message(self.job, pending["reason"], pending.get("message", ""), self.now)
+            evicted = condition(wl, "Evicted") or {}
+            if evicted.get("status") == "True" and evicted.get("reason") in REQUEUE_EVICTIONS:
+                # Moved off failed hardware or a drained node: until admitted again, the job says
+                # why it left (docs/operations.md), and what keeps it out now after that.
+                reason = evicted["reason"]
+                message = (
+                    f"{evicted.get('message') or reason}; now waiting for admission: "
+                    f"{pending['reason']}: {pending.get('message', '')}"
+                )
+            else:
+                reason, message = pending["reason"], pending.get("message", "")
+            set_job_message(self.job, reason, message, self.now)
 
     # -- the gang ------------------------------------------------------------------------------
 

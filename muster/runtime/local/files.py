@@ -25,7 +25,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the shim imports this module: no typing at run time
+    from typing import Any
 
 __all__ = ["ContainerFiles", "read_json", "runtime_dir", "write_json"]
 

@@ -24,8 +24,10 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
+
+from muster.runtime.local import procfs
 
 __all__ = ["CgroupSupport", "Limiter", "detect_cgroup", "open_limiter"]
 
@@ -33,8 +35,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 DEFAULT_RSS_INTERVAL = 0.2
 
 
-@dataclass(frozen=True)
-class CgroupSupport:
+class CgroupSupport(NamedTuple):
     """A cgroup directory under which per-container memory cgroups can be made."""
 
     version: int  # 1 or 2
@@ -201,6 +202,8 @@ def kill_cgroup(path: Path, version: int, timeout: float = 2.0) -> None:
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and all its descendants (processes that vanish count as 0)."""
+    if procfs.available():
+        return procfs.tree_rss(pid)
     import psutil
 
     try:

@@ -56,7 +56,8 @@ from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
 from muster.runtime.local.node import apply_health, local_node, node_name
-from muster.runtime.local.spawn import Spawned, Spawner
+from muster.runtime.local.spawn import ShimStarter, Spawned
+from muster.runtime.local.spawner import ShimProcess, Spawner
 from muster.runtime.local.tracking import (
     ContainerRecord,
     CState,
@@ -85,7 +86,7 @@ _WOKEN = "woken"
 # Shims this process started that outlived the record holding them (a closed runtime, a
 # released pod whose shim is still exiting). They are kept here, and reaped by the next poll
 # of any runtime, rather than garbage-collected while running: no zombies, no warnings.
-_DETACHED: list[subprocess.Popen[bytes]] = []
+_DETACHED: list[subprocess.Popen[bytes] | ShimProcess] = []
 
 
 class HomeInUse(PodRuntimeError):
@@ -111,6 +112,7 @@ class LocalRuntime(
         memory: MemoryMode = "auto",
         rss_interval: float = DEFAULT_RSS_INTERVAL,
         environ: Mapping[str, str] | None = None,
+        zygote: bool | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else settings().home
         self._log_files = logfiles.LogFiles(self.home)
@@ -129,7 +131,8 @@ class LocalRuntime(
         self._base_env = base_environment(environ)
         self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
         self._selector = selectors.DefaultSelector()
-        self._spawner = Spawner()
+        self._zygote = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
+        self._spawner = ShimStarter(self._zygote)
         self._selector.register(self._spawner.wake_fd, selectors.EVENT_READ, _SPAWNED)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -325,6 +328,7 @@ class LocalRuntime(
         self._selector.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+        self._zygote.close()
         self.gpus.close()
         os.close(self._lock_fd)
 

@@ -22,13 +22,14 @@ to watch or stop it. The shim then:
    main process) and writes ``<container>.status.json`` atomically: exit code (128+N for
    signal N), signal, whether it was OOM-killed, whether a stop reached it first.
 
-The shim imports only the standard library and the two stdlib-only runtime modules, so it
-starts in a few tens of milliseconds.
+The shim imports only the standard library and the two stdlib-only runtime modules, and
+:func:`command` starts it with ``python -S -E`` (no site-packages scan, no .pth files), so a
+container's start costs a bare interpreter and a handful of modules, not a full Python start-up
+(docs/runtime-local.md, "The shim").
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import selectors
@@ -37,12 +38,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:  # the shim imports this module: no typing at run time
+    from typing import Any
+
+from muster.runtime.local import procfs
 from muster.runtime.local.files import ContainerFiles, read_json, write_json
 from muster.runtime.local.memory import Limiter, open_limiter
 
-__all__ = ["RELAYED_SIGNALS", "STOP_SIGNALS", "main"]
+__all__ = ["PACKAGE_ROOT", "RELAYED_SIGNALS", "STOP_SIGNALS", "command", "main"]
 
 RELAYED_SIGNALS = (
     signal.SIGTERM,
@@ -55,26 +60,71 @@ RELAYED_SIGNALS = (
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 OOM_EXIT_CODE = 137
 _OWNER_CHECK = 0.5  # seconds between looks at the owner (--owner)
+_USAGE = """usage: python -m muster.runtime.local.shim [-h] [--notify-fd N] [--owner PID:START]
+                                           pod_dir container
+
+  pod_dir              the pod's state directory
+  container            the container's name
+  --notify-fd N        pipe to the runtime, written once started
+  --owner PID:START    detach, and end the container once that process is gone"""
+# The directory that holds the ``muster`` package (the repository for an editable install,
+# site-packages for a wheel), which :func:`command` puts on the shim's path by hand.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from muster.runtime.local.shim import main; raise SystemExit(main())"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m muster.runtime.local.shim")
-    parser.add_argument("pod_dir", type=Path, help="the pod's state directory")
-    parser.add_argument("container", help="the container's name")
-    parser.add_argument(
-        "--notify-fd", type=int, default=None, help="pipe to the runtime, written once started"
-    )
-    parser.add_argument(
-        "--owner", default=None, help="PID:START: detach, and end the container once that process is gone"
-    )
-    args = parser.parse_args(argv)
-    files = ContainerFiles(args.pod_dir, args.container)
+    """Run one container (see the module docstring for the arguments)."""
+    pod_dir, container, notify_fd, owner_text = _parse(sys.argv[1:] if argv is None else argv)
+    files = ContainerFiles(Path(pod_dir), container)
     owner = None
-    if args.owner:
-        pid, _, start = args.owner.partition(":")
+    if owner_text:
+        pid, _, start = owner_text.partition(":")
         owner = (int(pid), float(start))
         _detach(files)
-    return _Shim(files, args.notify_fd, owner).run()
+    return _Shim(files, notify_fd, owner).run()
+
+
+def command(pod_dir: Path | str, container: str, *options: str) -> list[str]:
+    """The argv that starts a shim: this interpreter without ``site`` (no .pth files, no
+    site-packages scan) and without ``PYTHON*`` variables, with only Muster's own directory on
+    the path: the shim needs nothing else, and a container's start is dominated by what the
+    interpreter loads before it. ``options`` are ``--notify-fd N`` or ``--owner PID:START``."""
+    if not procfs.available():  # the shim then needs psutil, from site-packages
+        return [sys.executable, "-m", "muster.runtime.local.shim", str(pod_dir), container, *options]
+    return [sys.executable, "-S", "-E", "-c", _BOOT, PACKAGE_ROOT, str(pod_dir), container, *options]
+
+
+def _parse(argv: list[str]) -> tuple[str, str, int | None, str | None]:
+    # Not argparse: it imports re, gettext and more, a cost paid by every container start.
+    usage = "\n".join(_USAGE.split("\n", 2)[:2])
+    if "-h" in argv or "--help" in argv:
+        print(_USAGE)
+        raise SystemExit(0)
+    positional: list[str] = []
+    options: dict[str, str] = {}
+    it = iter(argv)
+    for arg in it:
+        if arg in ("--notify-fd", "--owner"):
+            value = next(it, None)
+            if value is None:
+                raise SystemExit(f"{usage}\nshim: {arg} needs a value")
+            options[arg] = value
+        elif arg.startswith("-"):
+            raise SystemExit(f"{usage}\nshim: unknown option {arg}")
+        else:
+            positional.append(arg)
+    if len(positional) != 2:
+        raise SystemExit(usage)
+    fd = options.get("--notify-fd")
+    try:
+        notify_fd = int(fd) if fd is not None else None
+    except ValueError:
+        raise SystemExit(f"{usage}\nshim: --notify-fd takes a number, got {fd!r}") from None
+    return positional[0], positional[1], notify_fd, options.get("--owner")
 
 
 class _Shim:
@@ -153,13 +203,11 @@ class _Shim:
         return True
 
     def _record_state(self, limiter: Limiter) -> None:
-        import psutil  # imported late: the spawn above should not wait for it
-
         assert self.child is not None
         pid = self.child.pid
         state = {
             "shim_pid": os.getpid(),
-            "shim_create_time": psutil.Process().create_time(),
+            "shim_create_time": _create_time(os.getpid()),
             "pid": pid,
             "pgid": pid,
             "create_time": _create_time(pid),
@@ -288,6 +336,8 @@ def _detach(files: ContainerFiles) -> None:
 
 def _start_time(pid: int) -> float | None:
     """The process's start time as psutil gives it, None when it is gone (or a zombie)."""
+    if procfs.available():
+        return None if procfs.is_zombie(pid) else procfs.create_time(pid)
     import psutil
 
     try:
@@ -298,6 +348,8 @@ def _start_time(pid: int) -> float | None:
 
 
 def _create_time(pid: int) -> float | None:
+    if procfs.available():
+        return procfs.create_time(pid)
     import psutil
 
     try:

@@ -1,14 +1,15 @@
 """Starting shims and removing released pods' files off the runtime's thread.
 
-Starting a shim is a fork and exec of a Python interpreter, and removing a released pod's
+Starting a shim is a round trip to the zygote (:mod:`muster.runtime.local.spawner`), or a fork
+and exec of a Python interpreter where no zygote serves, and removing a released pod's
 directories is a handful of unlinks: each costs milliseconds, and a burst of pods would spend
 them one after the other on the one thread that runs the control plane. The
-:class:`Spawner` runs them on worker threads instead, so :meth:`LocalRuntime.start` returns
+:class:`ShimStarter` runs them on worker threads instead, so :meth:`LocalRuntime.start` returns
 once the launch is recorded on disk (crash safety does not depend on the shim being started:
 a launch whose shim never started is found by readoption) and many shims start at once.
 
 Results come back to the runtime's thread: a finished spawn writes a byte to a pipe the
-runtime's selector watches, and :meth:`Spawner.collect` hands over the shims started since
+runtime's selector watches, and :meth:`ShimStarter.collect` hands over the shims started since
 the last call, so that only the runtime's thread ever touches its records.
 """
 
@@ -18,15 +19,16 @@ import contextlib
 import os
 import queue
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from muster.runtime.local.files import ContainerFiles, write_json
+from muster.runtime.local.shim import command as shim_command
+from muster.runtime.local.spawner import ShimProcess, Spawner
 
-__all__ = ["Spawned", "Spawner"]
+__all__ = ["ShimStarter", "Spawned"]
 
 _WORKERS = 4
 
@@ -37,16 +39,18 @@ class Spawned:
 
     uid: str
     container: str
-    popen: subprocess.Popen[bytes] | None
+    popen: subprocess.Popen[bytes] | ShimProcess | None
     notify_fd: int | None  # the read end of the shim's notify pipe (non-blocking)
     shim_ctime: float | None
     error: str = ""
 
 
-class Spawner:
-    """Worker threads that start shims and run clean-ups; see the module docstring."""
+class ShimStarter:
+    """Worker threads that start shims (through ``zygote`` when it serves) and run clean-ups;
+    see the module docstring."""
 
-    def __init__(self, workers: int = _WORKERS) -> None:
+    def __init__(self, zygote: Spawner, workers: int = _WORKERS) -> None:
+        self._zygote = zygote
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="muster-spawn")
         # One thread for clean-ups, so that they run in the order asked.
         self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="muster-cleanup")
@@ -113,7 +117,7 @@ class Spawner:
 
     def _spawn(self, uid: str, files: ContainerFiles) -> None:
         try:
-            spawned = _start_shim(uid, files)
+            spawned = _start_shim(uid, files, self._zygote)
         except BaseException as exc:  # never lose a result: the runtime waits for it
             spawned = Spawned(uid, files.container, None, None, None, f"cannot start its shim: {exc}")
         self._done.put(spawned)
@@ -121,27 +125,22 @@ class Spawner:
             os.write(self._wake_w, b"x")
 
 
-def _start_shim(uid: str, files: ContainerFiles) -> Spawned:
+def _start_shim(uid: str, files: ContainerFiles, zygote: Spawner) -> Spawned:
     read_fd, write_fd = os.pipe()
+    popen: subprocess.Popen[bytes] | ShimProcess | None
     try:
         with open(files.shim_log, "ab") as shim_log:
-            popen = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "muster.runtime.local.shim",
-                    str(files.pod_dir),
-                    files.container,
-                    "--notify-fd",
-                    str(write_fd),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=shim_log,
-                stderr=subprocess.STDOUT,
-                cwd=files.pod_dir,
-                start_new_session=True,  # the shim and its process outlive this server
-                pass_fds=(write_fd,),
-            )
+            popen = zygote.spawn(files.pod_dir, files.container, write_fd, shim_log.fileno())
+            if popen is None:  # no zygote here: a shim of its own
+                popen = subprocess.Popen(
+                    shim_command(files.pod_dir, files.container, "--notify-fd", str(write_fd)),
+                    stdin=subprocess.DEVNULL,
+                    stdout=shim_log,
+                    stderr=subprocess.STDOUT,
+                    cwd=files.pod_dir,
+                    start_new_session=True,  # the shim and its process outlive this server
+                    pass_fds=(write_fd,),
+                )
     except OSError as exc:
         os.close(read_fd)
         return Spawned(uid, files.container, None, None, None, f"cannot start its shim: {exc}")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -34,6 +34,9 @@ from muster.runtime.base import (
     iso_from_epoch,
 )
 from muster.runtime.local.files import ContainerFiles, read_json
+
+if TYPE_CHECKING:
+    from muster.runtime.local.spawner import ShimProcess
 
 __all__ = [
     "LAUNCH_TIMEOUT",
@@ -97,7 +100,7 @@ class ContainerRecord:
     name: str
     files: ContainerFiles
     spec_time: float  # when the spec was written (epoch)
-    popen: subprocess.Popen[bytes] | None = None  # the shim, when this runtime started it
+    popen: subprocess.Popen[bytes] | ShimProcess | None = None  # the shim, when this runtime started it
     shim_pid: int | None = None
     shim_ctime: float | None = None
     pid: int | None = None

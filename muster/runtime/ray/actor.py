@@ -32,7 +32,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,6 +43,7 @@ import ray
 
 from muster.runtime.local.files import ContainerFiles, read_json, write_json
 from muster.runtime.local.launch import LaunchPlan, base_environment, spec_document
+from muster.runtime.local.shim import command as shim_command
 from muster.runtime.local.tracking import LAUNCH_TIMEOUT, process_alive
 from muster.runtime.local.volumes import make_links, remove_pod_volumes
 
@@ -178,7 +178,7 @@ class PodActor:
     def _launch(self, name: str) -> None:
         files = self.pod.files[name]
         owner = f"{os.getpid()}:{psutil.Process().create_time()!r}"
-        argv = [sys.executable, "-m", "muster.runtime.local.shim", str(files.pod_dir), name, "--owner", owner]
+        argv = shim_command(files.pod_dir, name, "--owner", owner)
         try:
             with open(files.shim_log, "ab") as shim_log:
                 # The shim forks and this first process exits at once (the shim detaches).

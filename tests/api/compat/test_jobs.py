@@ -199,3 +199,49 @@ def test_batch_job_errors(change, expected):
     assert errors_of({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": spec}) == [
         expected
     ]
+
+
+def _pod(**spec):
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ml",
+            "labels": {"app": "x", "kueue.x-k8s.io/queue-name": "q"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}], **spec},
+    }
+
+
+def test_pod_becomes_a_one_pod_job_that_runs_to_completion():
+    result = validate(_pod(restartPolicy="Never", activeDeadlineSeconds=60, priorityClassName="low"))
+    job = result.obj
+    assert (job["kind"], job["metadata"]["namespace"]) == ("TrainingJob", "ml")
+    spec = job["spec"]
+    worker = spec["replicaSpecs"]["Worker"]
+    assert (worker["replicas"], worker["restartPolicy"]) == (1, "OnFailure")
+    assert worker["template"]["metadata"]["labels"]["app"] == "x"
+    assert worker["template"]["spec"]["containers"][0]["command"] == ["true"]
+    assert "restartPolicy" not in worker["template"]["spec"]
+    assert spec["runPolicy"]["backoffLimit"] == 0 and spec["runPolicy"]["activeDeadlineSeconds"] == 60
+    assert (spec["queueName"], spec["priorityClassName"]) == ("q", "low")
+    assert result.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "backoff", "warned"), [(None, 6, False), ("OnFailure", 6, False), ("Always", 6, True)]
+)
+def test_pod_restart_policy(policy, backoff, warned):
+    result = validate(_pod(**({"restartPolicy": policy} if policy else {})))
+    assert result.obj["spec"]["runPolicy"]["backoffLimit"] == backoff
+    assert [w.split(":")[0] for w in result.warnings] == (["spec.restartPolicy"] if warned else [])
+
+
+def test_pod_errors_name_the_pods_own_paths():
+    doc = _pod(restartPolicy="Sometimes")
+    assert errors_of(doc) == ["spec.restartPolicy: must be one of Never, OnFailure, Always, got 'Sometimes'"]
+    doc = _pod()
+    doc["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "half"}}
+    [error] = errors_of(doc)
+    assert error.startswith("spec.containers[0].resources.limits")

@@ -8,7 +8,9 @@ the reason code and message, and the facts behind them, chosen by state:
 * waiting: the Workload's pending reason and the scheduler's message (numbers and the
   unblocking condition), its position in its ClusterQueue by the queue order (priority,
   then queue time: creation, or eviction after a requeue), the quota of the queue against
-  what it asks, and what would unblock it (:mod:`.pending`);
+  what it asks, and what would unblock it (:mod:`.pending`); and, named first, the root cause
+  when the scheduler's constraint is only its consequence: an unhealthy GPU, a cordoned or
+  lost node, no GPUs at all, a queue's borrowing or lending limit (:mod:`.rootcause`);
 * failed or restarting: the classified reason (BackoffLimitExceeded, DeadlineExceeded, a
   replica's OOMKilled or exit code) and the log tail of the replica that failed first;
 * preempted or requeued: by whom and when;
@@ -24,6 +26,7 @@ from muster.controllers.insight.explain.facts import (
     PodFacts,
     PreemptionFacts,
     QueueFacts,
+    RootCause,
     WhyContext,
 )
 
@@ -33,6 +36,7 @@ __all__ = [
     "PodFacts",
     "PreemptionFacts",
     "QueueFacts",
+    "RootCause",
     "WhyContext",
     "explain",
     "failing_pod",

@@ -21,6 +21,7 @@ __all__ = [
     "PodFacts",
     "PreemptionFacts",
     "QueueFacts",
+    "RootCause",
     "WhyContext",
     "pod_facts",
     "where",
@@ -52,6 +53,10 @@ class WhyContext:
     cohorts: Sequence[Obj] = ()
     priority_classes: Sequence[Obj] = ()
     jobs: Sequence[Obj] = ()
+    # The scheduler's snapshots of this context, built once and shared by the per-node
+    # verdicts, the what-ifs and the root cause: by Workload (namespace/name), "*" for one with
+    # every pending Workload in it (the doctor explains several against it).
+    snapshots: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -135,6 +140,21 @@ class FitsWhen:
 
 
 @dataclass
+class RootCause:
+    """The fact that sets a waiting Workload's binding constraint, one step behind the quota or
+    node filter the scheduler names: a GPU that turned unhealthy, a node cordoned or not ready,
+    no node with GPUs, or the borrowing or lending limit of a named queue."""
+
+    kind: str  # NoGPUs, GPUUnhealthy, NodeNotReady, NodeCordoned, BorrowingLimit, LendingLimit
+    object: str  # what to change: node/NAME, clusterqueue/NAME, cohort/NAME
+    message: str  # the fact, with its numbers
+    action: str  # the change that would let the Workload in
+    numbers: dict[str, Any] = field(default_factory=dict)
+    since: str | None = None  # when the fact became true, where the objects record it
+    also: list[RootCause] = field(default_factory=list)  # further facts that must change too
+
+
+@dataclass
 class Placement:
     nodes: list[NodeVerdict]
     fragmentation: Fragmentation | None
@@ -162,6 +182,7 @@ class Explanation:
     nodes: list[NodeVerdict] = field(default_factory=list)  # a waiting Workload's per-node verdicts
     fragmentation: Fragmentation | None = None
     fits_when: FitsWhen | None = None
+    root_cause: RootCause | None = None  # the fact behind the blocker, named first in the summary
 
     @property
     def ref(self) -> str:

@@ -24,6 +24,7 @@ from muster.controllers.insight.explain.facts import (
     WhyContext,
 )
 from muster.controllers.insight.explain.placement import placement
+from muster.controllers.insight.explain.rootcause import quota_from_nodes, root_cause
 from muster.controllers.insight.usage import (
     cluster_queue_of,
     holds_quota,
@@ -40,6 +41,10 @@ _NODES_SHOWN = 4
 # Reasons that are about room on the nodes: the per-node verdicts and the what-if explain them.
 _CAPACITY = ("InsufficientResources", "GangIncomplete", "TopologyUnsatisfiable", "QuotaExhausted")
 _HOLDERS_SHOWN = 5
+_NEVER_HINT = (
+    "it can never fit as the cluster is: ask for less per pod or fewer pods, or add nodes that can hold "
+    "its pods (see the per-node reasons)"
+)
 
 
 def queue_facts(wl: Obj, ctx: WhyContext, admitted: bool = False) -> QueueFacts:
@@ -135,7 +140,15 @@ def fill_pending(ex: Explanation, wl: Obj, cq: Obj | None, ctx: WhyContext) -> N
             generic = ex.reason == "InsufficientResources"  # the facts say it better
             ex.unblock = _placement_hints(ex) + ([] if generic else ex.unblock)
     ex.blocker = blocker(ex, details)
-    ex.summary = f"{ex.ref} is waiting{where}: {ex.reason}" + (f": {ex.blocker}" if ex.blocker else "")
+    ex.root_cause = root_cause(wl, ex, ctx)
+    head = ex.reason
+    if ex.root_cause is not None:
+        # The fact first, the scheduler's reason after it as its consequence.
+        cause = ex.root_cause
+        head = f"{cause.message}; so {ex.reason}"
+        rest = [h for h in ex.unblock if h != _NEVER_HINT]  # it fits once the cause is set right
+        ex.unblock = [cause.action, *(c.action for c in cause.also), *rest]
+    ex.summary = f"{ex.ref} is waiting{where}: {head}" + (f": {ex.blocker}" if ex.blocker else "")
     _queue_hints(ex, wl, cq)
     requeued = condition(wl, "Requeued")
     if requeued is not None and requeued.get("status") == "True":
@@ -207,6 +220,8 @@ def _placement_hints(ex: Explanation) -> list[str]:
     hints = []
     if ex.fits_when is not None and ex.fits_when.message and not ex.fits_when.never:
         hints.append(ex.fits_when.message)
+    if ex.fits_when is not None and ex.fits_when.never:
+        hints.append(_NEVER_HINT)
     if ex.fragmentation is not None and ex.fragmentation.fragmented:
         frag = ex.fragmentation
         hints.append(
@@ -225,9 +240,7 @@ def _unblock(
         return _quota_hints(wl, cq, details, ctx)
     if reason == "ExceedsMaxQuota":
         return [
-            f"lower its {s['resource']} request to at most {scheduler_amount(s['resource'], s['maximum'])} "
-            f"(it asks for {scheduler_amount(s['resource'], s['requested'])}), or raise the quota of flavor "
-            f"{s['flavor']} in ClusterQueue {cq_name} or its cohort"
+            _exceeds_hint(s, cq_name, quota_from_nodes(cq))
             for s in details.get("shortfalls") or []
             if s.get("maximum") is not None
         ] or ["lower the request, or raise the ClusterQueue's quota"]
@@ -254,6 +267,20 @@ def _unblock(
     if reason == "GangIncomplete":
         return ["the gang needs more distinct nodes: add nodes or drop the pod anti-affinity"]
     return []
+
+
+def _exceeds_hint(s: Mapping[str, Any], cq_name: str | None, from_nodes: bool) -> str:
+    """Lower the request or raise the quota; a queue whose quota follows the nodes grows with
+    nodes only, and lowering a request to nothing is no advice."""
+    res = s["resource"]
+    if from_nodes:
+        more = f"add nodes with {res}: ClusterQueue {cq_name}'s quota is what the nodes have"
+    else:
+        more = f"raise the quota of flavor {s['flavor']} in ClusterQueue {cq_name} or its cohort"
+    if not int(s["maximum"]):
+        return f"{more} (no {res} now)"
+    most, asked = scheduler_amount(res, s["maximum"]), scheduler_amount(res, s["requested"])
+    return f"lower its {res} request to at most {most} (it asks for {asked}), or {more}"
 
 
 def _quota_hints(wl: Obj, cq: Obj | None, details: Mapping[str, Any], ctx: WhyContext) -> list[str]:

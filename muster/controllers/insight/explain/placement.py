@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from muster.api.conditions import is_true
 from muster.controllers.insight.explain.facts import (
     FitsWhen,
     Fragmentation,
@@ -34,17 +35,20 @@ from muster.controllers.insight.explain.facts import (
     Placement,
     WhyContext,
 )
-from muster.controllers.insight.usage import holds_quota
+from muster.controllers.insight.usage import holds_quota, is_pending
 
 if TYPE_CHECKING:
     from muster.controllers.scheduling.snapshot import Built
     from muster.scheduler import Flavor, Node, PodSet
 
 __all__ = [
+    "WhatIf",
     "fits_when",
     "fragmentation",
     "node_verdicts",
     "placement",
+    "snapshot_of",
+    "workload_ref",
 ]
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -71,8 +75,8 @@ def placement(wl: Obj, ctx: WhyContext, simulate: bool = True) -> Placement | No
     None when the context carries no cluster, or the scheduler would not consider ``wl``."""
     if not ctx.nodes:
         return None
-    built = _build(ctx, _key(wl), ctx.workloads, ctx.all_pods)
-    mine = _pending(built, _key(wl))
+    built = snapshot_of(ctx, workload_ref(wl))
+    mine = _pending(built, workload_ref(wl))
     if mine is None:
         return None
     cq = next((q for q in built.snapshot.cluster_queues if q.name == mine.queue), None)
@@ -80,7 +84,7 @@ def placement(wl: Obj, ctx: WhyContext, simulate: bool = True) -> Placement | No
     flavors = _flavors(built, cq, pod_set)
     holders = _gpu_holders(ctx.workloads)
     verdicts = node_verdicts(built.snapshot.nodes, pod_set, flavors, holders, _held_by_others(ctx.nodes))
-    frag = fragmentation(built.snapshot.nodes, pod_set, verdicts)
+    frag = fragmentation(built.snapshot.nodes, mine.pod_sets, verdicts)
     return Placement(verdicts, frag, fits_when(wl, ctx, built) if simulate else None)
 
 
@@ -104,56 +108,60 @@ def node_verdicts(
 
 
 def fragmentation(
-    nodes: Iterable[Node], pod_set: PodSet, verdicts: Sequence[NodeVerdict]
+    nodes: Iterable[Node], pod_sets: Sequence[PodSet], verdicts: Sequence[NodeVerdict]
 ) -> Fragmentation | None:
-    """How the whole free GPUs of the nodes that could host a pod are spread (whole-GPU pods)."""
+    """How the whole free GPUs of the nodes that could host a pod are spread, against the whole
+    gang: every pod of every pod set that asks for whole GPUs (a Master and its Workers alike)."""
     from muster.scheduler import GPU_MILLI
 
-    if not pod_set.gpus or pod_set.gpu_milli < GPU_MILLI or pod_set.gpu_memory:
+    gpu_sets = [ps for ps in pod_sets if ps.gpus]
+    if not gpu_sets or any(ps.gpu_milli < GPU_MILLI or ps.gpu_memory for ps in gpu_sets):
         return None
+    sizes = sorted((ps.gpus for ps in gpu_sets for _ in range(ps.count)), reverse=True)
+    need, pods = sizes[0], len(sizes)
     eligible = {v.node for v in verdicts if v.reason in ("FreeGPUs", "Fits")}
     free = {n.name: _full_free(n) for n in nodes if n.name in eligible}
-    need, pods = pod_set.gpus, pod_set.count
     total = sum(free.values())
     spread = sum(1 for f in free.values() if f)
     block_node = max(sorted(free), key=lambda n: free[n], default=None)
     block = free[block_node] if block_node else 0
-    room = sum(f // need for f in free.values())
-    fragmented = total >= need * pods and room < pods
-    what = _gpu_words(pod_set)
+    room = _room(free, sizes)
+    fragmented = total >= sum(sizes) and room < pods
+    what = _gpu_words(max(gpu_sets, key=lambda ps: ps.gpus))
     where = f"{total} free {what} spread over {spread} node{'s' if spread != 1 else ''}"
     largest = f"the largest free block is {block} on {block_node}" if block_node and block else "none is free"
+    gang = _gang_words(sizes)
     if not eligible:
         message = f"no node can host a pod of {need} {what} whatever is free (see the per-node reasons)"
     elif block < need:
         message = f"no node has {need} free {what}; {largest} ({where})"
     elif room < pods:
-        message = f"the free {what} take {room} of its {pods} pods of {need} ({where}; {largest})"
+        message = f"the free {what} take {room} of its {gang} ({where}; {largest})"
     else:
-        message = f"the free {what} can take all {pods} pods of {need} now ({where})"
+        message = f"the free {what} can take all its {gang} now ({where})"
     return Fragmentation(need, pods, total, spread, block, block_node, room, fragmented, message)
 
 
 def fits_when(wl: Obj, ctx: WhyContext, built: Built | None = None) -> FitsWhen:
     """What has to finish for ``wl`` to be admitted (the scheduler core decides each what-if).
     ``built`` is the snapshot of the context when the caller has one."""
-    me = _key(wl)
-    what_if = _WhatIf(built or _build(ctx, me, ctx.workloads, ctx.all_pods), me)
+    me = workload_ref(wl)
+    what_if = WhatIf(built or snapshot_of(ctx, me), me)
     if what_if.admits(set()):
         return FitsWhen(
             fits_now=True,
             message="it fits as the cluster is now: the scheduler admits it once the workloads "
             "ahead of it in the queue are served",
         )
-    admitted = [w for w in ctx.workloads if holds_quota(w) and _key(w) != me]
+    admitted = [w for w in ctx.workloads if holds_quota(w) and workload_ref(w) != me]
     candidates = sorted(admitted, key=lambda w: _finish_order(w, ctx.jobs))[:_CANDIDATES]
     removed: list[str] = []
     for w in candidates:
-        removed.append(_key(w))
+        removed.append(workload_ref(w))
         if what_if.admits(set(removed)):
             break
     else:
-        everyone = {_key(w) for w in admitted}
+        everyone = {workload_ref(w) for w in admitted}
         if not what_if.admits(everyone):
             return FitsWhen(never=True, message=_never(ctx, wl))
         return FitsWhen(
@@ -169,10 +177,44 @@ def fits_when(wl: Obj, ctx: WhyContext, built: Built | None = None) -> FitsWhen:
     return FitsWhen(finishing=needed, message=f"fits when {names} finish{'es' if len(needed) == 1 else ''}")
 
 
+def snapshot_of(ctx: WhyContext, me: str | None) -> Built:
+    """The scheduler's snapshot of the cluster with ``me`` waiting (None: every pending
+    Workload, a snapshot any of them can be explained against), built once per context."""
+    import time
+
+    from muster.controllers.scheduling.snapshot import build_snapshot
+
+    cached = ctx.snapshots.get(me or "*") or ctx.snapshots.get("*")
+    if cached is not None:
+        return cached
+    considered = [
+        w for w in ctx.workloads if holds_quota(w) or (is_pending(w) if me is None else workload_ref(w) == me)
+    ]
+    built = build_snapshot(
+        nodes=ctx.nodes,
+        flavors=ctx.flavors,
+        topologies=ctx.topologies,
+        cluster_queues=list(ctx.cluster_queues),
+        cohorts=ctx.cohorts,
+        local_queues=ctx.local_queues,
+        priority_classes=ctx.priority_classes,
+        workloads=[dict(w) for w in considered],
+        pods=[dict(p) for p in ctx.all_pods],
+        now=ctx.now if ctx.now is not None else time.time(),
+    )
+    ctx.snapshots[me or "*"] = built
+    return built
+
+
+def workload_ref(obj: Obj) -> str:
+    """``namespace/name``: how the what-if names a Workload."""
+    return _key_of(obj["metadata"].get("namespace"), obj["metadata"]["name"])
+
+
 # -- the what-if -----------------------------------------------------------------------------
 
 
-class _WhatIf:
+class WhatIf:
     """The snapshot with ``me`` alone waiting; :meth:`admits` asks the scheduler core whether it
     is admitted, without preempting, once some admitted Workloads are gone (their placements
     released from the nodes, their quota from the queues)."""
@@ -181,6 +223,10 @@ class _WhatIf:
         self.base = built.snapshot
         self.mine = _pending(built, me)
         self.me = me
+
+    def everyone(self) -> set[str]:
+        """namespace/name of every admitted Workload: all of them gone is an empty cluster."""
+        return {_key_of(a.namespace, a.name) for a in self.base.admitted}
 
     def admits(self, removed: set[str]) -> bool:
         from muster.scheduler import Policy, schedule
@@ -235,6 +281,7 @@ def _never(ctx: WhyContext, wl: Obj) -> str:
     usable = sum(
         1
         for n in ctx.nodes
+        if _in_service(n)
         for g in (n.get("status") or {}).get("gpus") or []
         if g.get("health", "Healthy") == "Healthy"
     )
@@ -242,6 +289,11 @@ def _never(ctx: WhyContext, wl: Obj) -> str:
         text + f": it asks for {gpus} GPUs in all, and its quota or the nodes ({usable} usable GPUs) "
         "cannot hold its pods at once"
     )
+
+
+def _in_service(node: Obj) -> bool:
+    """Ready and not cordoned: a node that takes new pods."""
+    return is_true(node, "Ready") and not (node.get("spec") or {}).get("unschedulable")
 
 
 def _finish_order(wl: Obj, jobs: Sequence[Obj]) -> tuple[float, int, str, str]:
@@ -270,7 +322,7 @@ def _finish_order(wl: Obj, jobs: Sequence[Obj]) -> tuple[float, int, str, str]:
         ),
         "",
     )
-    return (deadline, int((wl.get("spec") or {}).get("priority") or 0), admitted, _key(wl))
+    return (deadline, int((wl.get("spec") or {}).get("priority") or 0), admitted, workload_ref(wl))
 
 
 def _deadline(job: Obj) -> float:
@@ -401,6 +453,29 @@ def _full_free(node: Node) -> int:
     return sum(1 for f, ok in _devices(node) if ok and f >= GPU_MILLI)
 
 
+def _room(free: Mapping[str, int], sizes: Sequence[int]) -> int:
+    """How many of the gang's pods (GPUs per pod, largest first) the free blocks take, each
+    pod on the node with the smallest block that holds it."""
+    left = dict(free)
+    placed = 0
+    for size in sizes:
+        fits = [n for n, f in left.items() if f >= size]
+        if not fits:
+            continue
+        node = min(fits, key=lambda n: (left[n], n))
+        left[node] -= size
+        placed += 1
+    return placed
+
+
+def _gang_words(sizes: Sequence[int]) -> str:
+    """``2 pods of 1``, or ``3 pods (1 of 2, 2 of 1)`` for a gang of mixed sizes."""
+    if len(set(sizes)) == 1:
+        return f"{len(sizes)} pod{'s' if len(sizes) != 1 else ''} of {sizes[0]}"
+    counts = {s: sizes.count(s) for s in sorted(set(sizes), reverse=True)}
+    return f"{len(sizes)} pods (" + ", ".join(f"{n} of {s}" for s, n in counts.items()) + ")"
+
+
 def _gpu_words(ps: PodSet) -> str:
     models = "|".join(ps.gpu_models) or ps.node_selector.get(GPU_PRODUCT_LABEL, "")
     return f"{models} GPUs" if models else "GPUs"
@@ -430,32 +505,11 @@ def _gpu_holders(workloads: Iterable[Obj]) -> dict[tuple[str, int], str]:
         for assignment in wl["status"]["admission"].get("podSetAssignments") or []:
             for pod in assignment.get("pods") or []:
                 for index in pod.get("gpus") or []:
-                    out[(pod.get("node"), int(index))] = _key(wl)
+                    out[(pod.get("node"), int(index))] = workload_ref(wl)
     return out
 
 
 # -- the snapshot ----------------------------------------------------------------------------
-
-
-def _build(ctx: WhyContext, me: str, workloads: Sequence[Obj], pods: Sequence[Obj]) -> Built:
-    """The scheduler's snapshot of the cluster, with ``me`` the only Workload waiting."""
-    import time
-
-    from muster.controllers.scheduling.snapshot import build_snapshot
-
-    considered = [w for w in workloads if holds_quota(w) or _key(w) == me]
-    return build_snapshot(
-        nodes=ctx.nodes,
-        flavors=ctx.flavors,
-        topologies=ctx.topologies,
-        cluster_queues=list(ctx.cluster_queues),
-        cohorts=ctx.cohorts,
-        local_queues=ctx.local_queues,
-        priority_classes=ctx.priority_classes,
-        workloads=[dict(w) for w in considered],
-        pods=[dict(p) for p in pods],
-        now=ctx.now if ctx.now is not None else time.time(),
-    )
 
 
 def _pending(built: Built, me: str) -> Any:
@@ -479,10 +533,6 @@ def _pod_gpus(ps: Obj) -> int:
     from muster.api.resources import gpu_demand
 
     return gpu_demand(ps.get("requests") or {}).devices
-
-
-def _key(obj: Obj) -> str:
-    return _key_of(obj["metadata"].get("namespace"), obj["metadata"]["name"])
 
 
 def _key_of(namespace: str | None, name: str) -> str:

@@ -79,6 +79,12 @@ export default function job(root, [namespace, name]) {
 
 function whyCard(why) {
   const facts = [];
+  // The fact behind the scheduler's reason (an unhealthy GPU, a quota limit) comes first.
+  const cause = why.rootCause;
+  if (cause) {
+    facts.push(["Root cause", h("strong", { class: "why-cause" }, cause.message)]);
+    for (const more of cause.also || []) facts.push(["and", h("strong", { class: "why-cause" }, more.message)]);
+  }
   if (why.reason) facts.push(["Reason", h("strong", {}, why.reason)]);
   if (why.message && !why.summary.includes(why.message)) facts.push(["Message", why.message]);
   const q = why.queue;
