@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiError
+from muster.sdk.http import TransportError
 from muster.testing import wait_for
 from muster.testing.factories import training_job
 from muster.testing.up import MusterUp
@@ -98,7 +98,7 @@ class _Submitter(threading.Thread):
                     with Client(self.up.url, self.up.token, timeout=30) as client:
                         client.apply(batch)
                     break
-                except (httpx.HTTPError, ApiError, AssertionError, OSError):
+                except (TransportError, ApiError, AssertionError, OSError):
                     self._halt.wait(0.2)  # the server is down (or starting): try again
 
 
