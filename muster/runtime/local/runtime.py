@@ -131,9 +131,9 @@ class LocalRuntime(
         self._base_env = base_environment(environ)
         self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
         self._selector = selectors.DefaultSelector()
-        self._zygote = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
-        self._spawner = ShimStarter(self._zygote)
-        self._selector.register(self._spawner.wake_fd, selectors.EVENT_READ, _SPAWNED)
+        self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
+        self._starter = ShimStarter(self._spawner)
+        self._selector.register(self._starter.wake_fd, selectors.EVENT_READ, _SPAWNED)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -246,12 +246,12 @@ class LocalRuntime(
             record.containers.append(ContainerRecord(c.name, files, time.time(), limit=c.memory_limit))
         self._pods[ref.uid] = record
         for c in record.containers:
-            self._spawner.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py
+            self._starter.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py
         return warnings
 
     def stop(self, pod: PodRef, grace_seconds: float | None, reason: StopReason) -> None:
         self._check_open()
-        self._take_spawned(self._spawner.collect())
+        self._take_spawned(self._starter.collect())
         record = self._record(pod)
         if _final(record):
             return
@@ -285,7 +285,7 @@ class LocalRuntime(
 
     def pods(self) -> list[PodStatusChange]:
         self._check_open()
-        self._take_spawned(self._spawner.collect())
+        self._take_spawned(self._starter.collect())
         for record in self._pods.values():
             self._refresh(record)  # what changed is still reported by the next poll
         return [pod_status(r) for r in self._pods.values()]
@@ -303,7 +303,7 @@ class LocalRuntime(
         del self._pods[pod.uid]
         # The files go on the clean-up thread: the pod is forgotten already, and a runtime
         # restarted before they are gone re-adopts it as final, to be released again.
-        self._spawner.cleanup(lambda: self._remove(record))
+        self._starter.cleanup(lambda: self._remove(record))
 
     def _remove(self, record: PodRecord) -> None:
         for c in record.containers:
@@ -320,7 +320,7 @@ class LocalRuntime(
         if self._closed:
             return
         self._closed = True
-        self._take_spawned(self._spawner.close())
+        self._take_spawned(self._starter.close())
         for record in self._pods.values():
             for c in record.containers:
                 self._unwatch(c)
@@ -328,7 +328,7 @@ class LocalRuntime(
         self._selector.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
-        self._zygote.close()
+        self._spawner.close()
         self.gpus.close()
         os.close(self._lock_fd)
 
@@ -340,14 +340,14 @@ class LocalRuntime(
 
     def readopt(self) -> list[PodRef]:
         self._check_open()
-        self._spawner.settle()  # a released pod's files still being removed are not to adopt
+        self._starter.settle()  # a released pod's files still being removed are not to adopt
         adopted = adopt_pods(self.dir / "pods", known=set(self._pods))
         for record in adopted:
             self._pods[record.ref.uid] = record
             for c in record.containers:
                 if never_spawned(c):
                     # Launched, but the runtime died before its shim started: start it now.
-                    self._spawner.spawn(record.ref.uid, c.files)
+                    self._starter.spawn(record.ref.uid, c.files)
                     continue
                 if c.orphan:
                     self._watch_pid(c, c.pid)
@@ -427,7 +427,7 @@ class LocalRuntime(
             return
         for key, _ in self._selector.select(timeout):
             if key.data is _SPAWNED:  # the spawner finished starting shims
-                self._take_spawned(self._spawner.collect())
+                self._take_spawned(self._starter.collect())
                 continue
             if key.data is _WOKEN:
                 with contextlib.suppress(BlockingIOError):

@@ -57,7 +57,7 @@ class TestReadoptionInProcess:
     ):
         a = new_runtime()
         # The runtime dies after recording the launch, before its spawner started the shim.
-        monkeypatch.setattr(a._spawner, "spawn", lambda uid, files: None)
+        monkeypatch.setattr(a._starter, "spawn", lambda uid, files: None)
         marks = tmp_path / "runs"
         pod = launch("late", Container("main", ("sh", "-c", f"echo run >> {marks}")))
         a.start(pod, DeviceBinding())
