@@ -59,6 +59,22 @@ class Settings(BaseSettings):
     audit_retention_days: float = Field(
         default=30.0, gt=0, description="Days the server keeps audit records (older ones are deleted)."
     )
+    # What a long-running server keeps (docs/operations.md, "Retention").
+    event_ttl_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="Seconds an Event is kept after its last occurrence (0: forever); "
+        "Kubernetes' --event-ttl.",
+    )
+    events_per_object: int = Field(
+        default=100, ge=0, description="Events kept per object, the most recent ones (0: no limit)."
+    )
+    finished_pod_limit: int = Field(
+        default=12500,
+        ge=0,
+        description="Finished pods of finished jobs kept before the oldest are deleted (0: keep all); "
+        "Kubernetes' --terminated-pod-gc-threshold.",
+    )
     # The server's defaults for `muster doctor` (None: the doctor's own, see docs/operations.md).
     doctor_idle_threshold: float | None = Field(
         default=None, description="Percent utilisation under which an allocated GPU counts as idle (5)."

@@ -19,7 +19,7 @@ import math
 import re
 from enum import StrEnum
 from fractions import Fraction
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 
 __all__ = [
     "MAX_UNITS",
@@ -102,25 +102,8 @@ class Quantity:
             return cls(Fraction(repr(text)), Format.DECIMAL_SI)
         if not isinstance(text, str):
             raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
-        m = _RE.fullmatch(text)  # no surrounding spaces, as Kubernetes
-        if not m:
-            raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
-        if len(m.group("num")) > _MAX_DIGITS:
-            raise QuantityError(f"{_clip(text)} is not a quantity: more than {_MAX_DIGITS} digits")
-        exponent = (m.group("exp") or "e0")[1:].lstrip("+-").lstrip("0") or "0"
-        if len(exponent) > 2 or int(exponent) > _MAX_EXPONENT:
-            raise QuantityError(
-                f"{_clip(text)} is not a quantity: the exponent must be between -{_MAX_EXPONENT} and "
-                f"{_MAX_EXPONENT}"
-            )
-        value = Fraction(m.group("num"))
-        if m.group("sign") == "-":
-            value = -value
-        if m.group("bin"):
-            return cls(value * 1024 ** _BINARY[m.group("bin")], Format.BINARY_SI)
-        if m.group("exp"):
-            return cls(value * Fraction(10) ** int(m.group("exp")[1:]), Format.DECIMAL_EXPONENT)
-        return cls(value * Fraction(10) ** _DECIMAL[m.group("dec") or ""], Format.DECIMAL_SI)
+        value, fmt = _parse_text(text)
+        return cls(value, fmt)
 
     # -- numeric views ------------------------------------------------------------------
 
@@ -196,11 +179,15 @@ def parse_quantity(text: str | int | float | Quantity) -> Quantity:
 
 def to_milli(text: str | int | float | Quantity) -> int:
     """Parse and return thousandths, rounded up (``500m`` -> 500, ``2`` -> 2000)."""
+    if isinstance(text, str):
+        return _milli_of_text(text)
     return Quantity.parse(text).milli()
 
 
 def to_int(text: str | int | float | Quantity) -> int:
     """Parse and return the value rounded up to an integer (``16Gi`` -> 17179869184)."""
+    if isinstance(text, str):
+        return math.ceil(_parse_text(text)[0])
     return Quantity.parse(text).as_int()
 
 
@@ -233,6 +220,36 @@ def units_problem(quantity: Quantity, resource: str | None = None) -> str | None
 def _clip(text: object) -> str:
     shown = repr(text)
     return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+# The same few quantities ("1", "500m", "16Gi") are parsed again and again by every scheduling
+# cycle: remember them (values are immutable).
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> tuple[Fraction, Format]:
+    m = _RE.fullmatch(text)  # no surrounding spaces, as Kubernetes
+    if not m:
+        raise QuantityError(f"{text!r} is not a quantity: {_HINT}")
+    if len(m.group("num")) > _MAX_DIGITS:
+        raise QuantityError(f"{_clip(text)} is not a quantity: more than {_MAX_DIGITS} digits")
+    exponent = (m.group("exp") or "e0")[1:].lstrip("+-").lstrip("0") or "0"
+    if len(exponent) > 2 or int(exponent) > _MAX_EXPONENT:
+        raise QuantityError(
+            f"{_clip(text)} is not a quantity: the exponent must be between -{_MAX_EXPONENT} and "
+            f"{_MAX_EXPONENT}"
+        )
+    value = Fraction(m.group("num"))
+    if m.group("sign") == "-":
+        value = -value
+    if m.group("bin"):
+        return value * 1024 ** _BINARY[m.group("bin")], Format.BINARY_SI
+    if m.group("exp"):
+        return value * Fraction(10) ** int(m.group("exp")[1:]), Format.DECIMAL_EXPONENT
+    return value * Fraction(10) ** _DECIMAL[m.group("dec") or ""], Format.DECIMAL_SI
+
+
+@lru_cache(maxsize=4096)
+def _milli_of_text(text: str) -> int:
+    return math.ceil(_parse_text(text)[0] * 1000)
 
 
 def _coerce(other: object) -> Quantity | None:

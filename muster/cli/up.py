@@ -271,6 +271,9 @@ def _manager_config(
         ray_address=ray_address,
         gang_timeout_seconds=gang_timeout,
         kubernetes=cluster,
+        event_ttl_seconds=s.event_ttl_seconds,
+        events_per_object=s.events_per_object,
+        finished_pod_limit=s.finished_pod_limit,
     )
 
 

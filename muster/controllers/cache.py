@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from muster.store.base import Obj, Store, TooOld, WatchEvent
+from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
 
 __all__ = ["WATCHED_KINDS", "Cache", "Key"]
 
@@ -62,21 +62,35 @@ def _rv(obj: Obj) -> int:
 class Cache:
     """Objects of :data:`WATCHED_KINDS` by kind and key, plus an index of Pods by label."""
 
-    def __init__(self, store: Store, kinds: Iterable[str] = WATCHED_KINDS) -> None:
+    def __init__(
+        self,
+        store: Store,
+        kinds: Iterable[str] = WATCHED_KINDS,
+        live: Mapping[str, Callable[[Obj], bool]] | None = None,
+    ) -> None:
         self.store = store
         self.kinds = tuple(kinds)
         self._objects: dict[str, dict[Key, Obj]] = {k: {} for k in self.kinds}
+        # kind -> the test of an object still in play (a Workload not finished): list_live()
+        # answers those without a scan over every object a long-running server keeps
+        self._live_test = dict(live or {})
+        self._live: dict[str, dict[Key, Obj]] = {k: {} for k in self._live_test}
         # Deleted keys and the revision of their deletion: an older replayed ADDED is stale.
         self._gone: dict[Key, int] = {}
+        self._gone_limit = _TOMBSTONES
         self._pod_index: dict[tuple[str, str, str], set[Key]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._changed: set[Key] = set()
+        self._marked: set[Key] = set()  # asked for by mark(): a look even if unchanged
         self._deleted: dict[Key, Obj] = {}  # last states of objects deleted since take_changes
         self._dirty = False
         self._stopped = False
         self._seen = 0  # the revision the cache has applied every change up to
         self._watch: Iterator[WatchEvent] | None = None
+        # Called (under the cache's lock: it must be quick) whenever something changes, so a
+        # manager waiting elsewhere (on its runtime) wakes up too.
+        self.on_change: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
 
     # -- life ----------------------------------------------------------------------------
@@ -113,6 +127,12 @@ class Cache:
             objs = [o for o in objs if (o["metadata"].get("namespace") or "") == namespace]
         return objs
 
+    def list_live(self, kind: str) -> list[Obj]:
+        """The objects of ``kind`` that pass its ``live`` test (a kind without one: all)."""
+        with self._lock:
+            table = self._live.get(kind)
+            return list((table if table is not None else self._objects[kind]).values())
+
     def pods_labelled(self, label: str, value: str, namespace: str) -> list[Obj]:
         """Pods of ``namespace`` whose ``label`` (an indexed one) equals ``value``."""
         with self._lock:
@@ -132,14 +152,54 @@ class Cache:
         with self._lock:
             self._remove(obj)
 
+    def reload(self, keys: Iterable[Key]) -> None:
+        """Replace what is cached of ``keys`` with what the store holds now, whatever the
+        versions (writes that were taken back: their revisions will be handed out again)."""
+        # Under the lock, so that a change the watch skipped meanwhile (older than the taken
+        # back version) is in what the store answers here.
+        with self._lock:
+            for key in keys:
+                kind, ns, name = key
+                table = self._objects.get(kind)
+                if table is None:
+                    continue
+                try:
+                    obj: Obj | None = self.store.get(kind, name, ns or None)
+                except NotFound:
+                    obj = None
+                current = table.pop(key, None)
+                if current is not None:
+                    self._unindex(key, current)
+                self._gone.pop(key, None)
+                if obj is not None:
+                    self._put(obj)
+                self._note(key)
+
     def mark(self, keys: Iterable[Key]) -> None:
-        """Ask for another look at ``keys`` (a write that conflicted, a timer that fired)."""
+        """Ask for another look at ``keys`` (a write that conflicted, a timer that fired), even
+        by a controller that has seen their current version."""
+        keys = list(keys)
+        with self._lock:
+            self._changed.update(keys)
+            self._marked.update(keys)
+            self._dirty = True
+            self._signal()
+
+    def requeue(self, keys: Iterable[Key]) -> None:
+        """Report ``keys`` as changed again on the next :meth:`take_changes` (changes a pass
+        took early for its later steps, which its earlier steps have not looked at yet)."""
         with self._lock:
             self._changed.update(keys)
             self._dirty = True
-            self._wake.notify_all()
+            self._signal()
 
     # -- change tracking --------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """Whether something changed since the last :meth:`take_changes`."""
+        with self._lock:
+            return self._dirty
 
     def wait(self, timeout: float) -> bool:
         """Wait until something changed (or ``timeout``); True when something did."""
@@ -153,11 +213,15 @@ class Cache:
         with self._lock:
             return self._wake.wait_for(lambda: self._seen >= revision or self._stopped, timeout)
 
-    def take_changes(self) -> dict[Key, Obj | None]:
+    def take_changes(self, marked: set[Key] | None = None) -> dict[Key, Obj | None]:
         """What changed since the last call (cleared): each key with its current object, or
-        with the last state of one deleted meanwhile (None when nothing is known of it)."""
+        with the last state of one deleted meanwhile (None when nothing is known of it).
+        ``marked`` receives the keys among them that :meth:`mark` asked for."""
         with self._lock:
             changed, self._changed = self._changed, set()
+            if marked is not None:
+                marked.update(self._marked)
+            self._marked = set()
             deleted, self._deleted = self._deleted, {}
             self._dirty = False
             return {k: self._objects.get(k[0], {}).get(k) or deleted.get(k) for k in changed}
@@ -170,6 +234,7 @@ class Cache:
         with self._lock:
             self._seen = max(self._seen, revision)
             self._objects = {k: {} for k in self.kinds}
+            self._live = {k: {} for k in self._live_test}
             self._pod_index.clear()
             self._gone.clear()
             for items in fresh.values():
@@ -177,7 +242,7 @@ class Cache:
                     self._put(obj)
             self._changed.update(k for objs in self._objects.values() for k in objs)
             self._dirty = True
-            self._wake.notify_all()
+            self._signal()
         return revision
 
     def _follow(self, revision: int) -> None:
@@ -199,9 +264,12 @@ class Cache:
                             self._remove(event.object)
                         else:
                             self._put(event.object)
-                        if len(self._gone) > _TOMBSTONES:
+                        if len(self._gone) > self._gone_limit:
                             # Changes up to `revision` were all seen: no older version can come.
                             self._gone = {k: rv for k, rv in self._gone.items() if rv > revision}
+                            # Deletions this process made ahead of the watch stay: look again
+                            # only once there are twice as many (a mass delete stays linear).
+                            self._gone_limit = max(_TOMBSTONES, 2 * len(self._gone))
             except TooOld:
                 log.warning("the cache fell behind the change log; listing everything again")
                 revision = self._relist()
@@ -249,9 +317,17 @@ class Cache:
     def _note(self, key: Key) -> None:
         self._changed.add(key)
         self._dirty = True
+        self._signal()
+
+    def _signal(self) -> None:
         self._wake.notify_all()
+        if self.on_change is not None:
+            self.on_change()
 
     def _index(self, key: Key, obj: Obj) -> None:
+        test = self._live_test.get(key[0])
+        if test is not None and test(obj):
+            self._live[key[0]][key] = obj
         if key[0] != "Pod":
             return
         labels = obj["metadata"].get("labels") or {}
@@ -260,6 +336,9 @@ class Cache:
                 self._pod_index.setdefault((label, key[1], labels[label]), set()).add(key)
 
     def _unindex(self, key: Key, obj: Obj) -> None:
+        live = self._live.get(key[0])
+        if live is not None:
+            live.pop(key, None)
         if key[0] != "Pod":
             return
         labels = obj["metadata"].get("labels") or {}

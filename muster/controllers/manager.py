@@ -51,11 +51,11 @@ from muster.api.labels import (
     WORKFLOW_LABEL,
     WORKLOAD_LABEL,
 )
-from muster.api.lifecycle import is_final
+from muster.api.lifecycle import JobPhase, WorkloadState, is_final, job_phase, workload_state
 from muster.config import settings
 from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.capacity.controller import CapacityController
-from muster.controllers.context import Context, EventRecorder
+from muster.controllers.context import Context
 from muster.controllers.experiment import ExperimentController
 from muster.controllers.insight.metrics import ClusterState
 from muster.controllers.namespaces.controller import NamespaceController, QuotaController
@@ -64,6 +64,8 @@ from muster.controllers.nodes.health import HealthController
 from muster.controllers.nodes.registration import NodeController
 from muster.controllers.pods.executor import PodExecutor
 from muster.controllers.pods.gc import collect_garbage
+from muster.controllers.retention.events import EventRetention, RetentionPolicy
+from muster.controllers.retention.pods import collect_finished_pods
 from muster.controllers.scheduling.loop import SchedulerLoop
 from muster.controllers.scheduling.workloads import WorkloadController
 from muster.controllers.serving.controller import ServingController
@@ -82,6 +84,7 @@ from muster.runtime.base import (
     SupportsLogs,
     SupportsNativePods,
     SupportsReadoption,
+    SupportsWakeup,
 )
 from muster.runtime.kubernetes.config import KubernetesConfig
 from muster.scheduler import Policy
@@ -108,6 +111,7 @@ _SCHEDULER_KINDS = frozenset(
         "Topology",
     }
 )
+_JOB_DONE = (JobPhase.SUCCEEDED, JobPhase.FAILED)
 _BUSY_POLL = 0.05  # how long the loop waits on the runtime while pods run
 _IDLE_WAIT = 1.0
 
@@ -135,6 +139,10 @@ class ManagerConfig:
     namespace_default_queue: str = field(default_factory=lambda: settings().namespace_default_queue)
     gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
     gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
+    # retention (settings: MUSTER_EVENT_TTL_SECONDS, MUSTER_EVENTS_PER_OBJECT, MUSTER_FINISHED_POD_LIMIT)
+    event_ttl_seconds: float = 3600.0
+    events_per_object: int = 100
+    finished_pod_limit: int = 12500
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -161,13 +169,16 @@ class Manager:
         home = self.config.home or settings().home
         self.ctx = Context(
             store=store,
-            cache=Cache(store),
+            # Finished Workloads pile up on a long-running server; the scheduler loop and the
+            # eviction handshake only look at the others.
+            cache=Cache(store, live={"Workload": _workload_in_play}),
             home=Path(home),
             clock=self.config.clock,
-            events=EventRecorder(store),
         )
         self._own_runtime = runtime is None
         self.runtime: Runtime = runtime if runtime is not None else self._open_runtime(Path(home))
+        if isinstance(self.runtime, SupportsWakeup):
+            self.ctx.cache.on_change = self.runtime.wake
         self.executor = PodExecutor(self.ctx, self.runtime, gang_timeout=self.config.gang_timeout_seconds)
         self.nodes = NodeController(self.ctx, self.runtime, self.config.heartbeat_seconds)
         self.health = HealthController(
@@ -199,8 +210,21 @@ class Manager:
             self.ctx, self.runtime, self.config.kubernetes, retention_days=settings().cost_retention_days
         )
         self.ctx.metrics.attach(ClusterState(list=self.ctx.cache.list, latest=self.gpus.latest))
+        self.events = EventRetention(
+            self.ctx,
+            RetentionPolicy(
+                event_ttl_seconds=self.config.event_ttl_seconds,
+                events_per_object=self.config.events_per_object,
+            ),
+        )
+        self.ctx.on_event = self.events.recorded
         self._next_resync = 0.0
         self._metrics_collected = False
+        # What the TrainingJob controller and the scheduler loop have looked at: a change
+        # requeued for another step is no news to them
+        self._jobs_seen = Seen()
+        self._workloads_seen = Seen()
+        self._scheduler_seen = Seen()
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -213,6 +237,7 @@ class Manager:
         if self._opened:
             return
         self.ctx.cache.start()
+        self.events.load()
         self.nodes.sync()
         self.executor.set_nodes(self.nodes.addresses())
         self._opened = True
@@ -233,11 +258,11 @@ class Manager:
         """Stop the loop and detach from the runtime; pods keep running (re-adopted later)."""
         self._stop.set()
         self.ctx.cache.stop()
+        if isinstance(self.runtime, SupportsWakeup):
+            self.runtime.wake()  # a loop waiting on the runtime's reports
         if self._thread is not None:
             self._thread.join(timeout=30)
         self.capacity.close()
-        if self.ctx.events is not None:
-            self.ctx.events.close()
         if self._own_runtime:
             self.runtime.close()
 
@@ -259,11 +284,13 @@ class Manager:
             except Exception:  # a bug or a lost database must not end the control plane
                 log.exception("manager pass failed; retrying")
                 self._stop.wait(1.0)
-            wait = self._wait_time()
+            # Never wait while there is work: a change the pass itself left (or one that came
+            # meanwhile) runs the next pass at once.
+            wait = 0.0 if self.ctx.cache.dirty else self._wait_time()
             if self.executor.active or self._runtime_cleaning_up():
-                changes = self.runtime.poll(min(wait, _BUSY_POLL))
-                if not changes:
-                    self.ctx.cache.wait(0)
+                # A wakeable runtime is woken by store changes too (the cache's on_change).
+                wakeable = isinstance(self.runtime, SupportsWakeup)
+                changes = self.runtime.poll(wait if wakeable else min(wait, _BUSY_POLL))
             else:
                 changes = []
                 self.ctx.cache.wait(wait)
@@ -286,19 +313,25 @@ class Manager:
     def _wait_time(self) -> float:
         now = self.ctx.now()
         wake = [self._next_resync, now + _IDLE_WAIT]
-        for timer in (self.ctx.timers.next_time(), self.gpus.next_time()):
+        for timer in (self.ctx.timers.next_time(), self.gpus.next_time(), self.events.next_time()):
             if timer is not None:
                 wake.append(timer)
         return max(0.0, min(wake) - now)
 
     def run_once(self, changes: Iterable[PodStatusChange] = ()) -> None:
-        """One pass (see the module docstring)."""
+        """One pass (see the module docstring), its writes in one transaction."""
         self.open()
+        with self.ctx.batch():
+            self._pass(changes)
+
+    def _pass(self, changes: Iterable[PodStatusChange]) -> None:
         ctx = self.ctx
         now = ctx.now()
-        changed = ctx.cache.take_changes()
+        forced: set[Key] = set()
+        changed = ctx.cache.take_changes(forced)
         for key in ctx.timers.due(now):
             changed.setdefault(key, ctx.cache.get(key[0], key[2], key[1] or None))
+            forced.add(key)
         answered = self._inject_faults()
         sampled = self.gpus.due(now) or (bool(answered) and self.gpus.enabled)
         if sampled:  # injected readings show at once
@@ -306,9 +339,13 @@ class Manager:
         full = now >= self._next_resync
         reports = list(changes)
         if not (changed or reports or full or self.nodes.due() or sampled or answered):
+            self.events.sweep(now)
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
+            for seen in (self._jobs_seen, self._workloads_seen, self._scheduler_seen):
+                seen.prune(ctx.cache)
+        taken: set[Key] = set()
         if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
             # Maybe lost with its node: the nodes first, so the executor knows which are gone.
             self.nodes.sync()
@@ -323,6 +360,8 @@ class Manager:
             self.executor.set_nodes(self.nodes.addresses())
         for future, device in answered:
             future.set_result(device)  # the node's status is written: the caller sees it
+        # What the steps so far stored (pod statuses, nodes): every later step looks at it now.
+        self._take(changed, taken)
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
@@ -340,6 +379,7 @@ class Manager:
             # looked for only when an experiment or trial went, and once at start.
             self.experiments.collect_garbage()
             self._metrics_collected = True
+        self._take(changed, taken)
         flows = _owners_of(changed, "Workflow", WORKFLOW_LABEL)
         if full:
             flows |= {
@@ -354,13 +394,8 @@ class Manager:
                 for e in ctx.cache.list("Experiment")
             }
         self._reconcile_experiments(experiments)
-        jobs = _jobs_of(changed)
-        if full:
-            jobs |= {
-                (j["metadata"].get("namespace") or "", j["metadata"]["name"])
-                for j in ctx.cache.list("TrainingJob")
-            }
-        self._reconcile_jobs(jobs)
+        self._take(changed, taken)
+        self._reconcile_jobs(self._jobs_seen.new(changed, forced), full)
         services = _owners_of(changed, "InferenceService", SERVING_SERVICE_LABEL)
         if full:
             services |= {
@@ -369,13 +404,20 @@ class Manager:
             }
         self.serving.created = 0
         self._reconcile_services(services)
-        self._reconcile_workloads(changed, full)
+        self._take(changed, taken)
+        self._reconcile_workloads(self._workloads_seen.new(changed, forced), full)
+        self._workloads_seen.saw(changed)
         self._reconcile_namespaces(changed, full)
+        self._take(changed, taken)
+        fresh = self._scheduler_seen.new(changed, forced)
         # a replica created this pass (a scale-up from zero waits on it) is placed in this pass too
-        scheduled = self._scheduling_needed(changed, full) or bool(self.serving.created)
+        scheduled = self._scheduling_needed(fresh, full) or bool(self.serving.created)
         if scheduled:
+            self._scheduler_seen.saw(changed)
             admitted = {key_of(wl): wl for wl in self.scheduler.cycle()}
-            self._reconcile_jobs(_jobs_of(admitted))
+            # Its own writes (admissions, pending reasons) are no news to the next cycle.
+            self._scheduler_seen.saw(self._take(changed, taken))
+            self._reconcile_jobs(admitted, False)
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
             self._reconcile_services(_owners_of(admitted, "InferenceService", SERVING_SERVICE_LABEL))
         if full or any(k[0] in ("Workload", "ResourceQuota") for k in changed):
@@ -385,12 +427,38 @@ class Manager:
         self.executor.sync(pods)
         if full:
             self.executor.stop_orphans(pods)
+            collect_finished_pods(ctx, self.config.finished_pod_limit)
+        self.events.sweep(now)
+        # Changes taken early were seen by the steps after the one that made them, not by the
+        # steps before it: those look at them on the next pass (the others skip what they saw).
+        ctx.cache.requeue(taken)
 
-    def _reconcile_jobs(self, jobs: set[tuple[str, str]]) -> None:
-        for ns, name in sorted(jobs):
+    def _take(self, changed: dict[Key, Obj | None], taken: set[Key]) -> dict[Key, Obj | None]:
+        """Add what changed since the pass began (mostly its own writes) to ``changed``."""
+        new = self.ctx.cache.take_changes()
+        changed.update(new)
+        taken.update(new)
+        return new
+
+    def _reconcile_jobs(self, changed: dict[Key, Obj | None], full: bool) -> None:
+        """The TrainingJobs the changed objects belong to (every one on a full resync, but the
+        finished ones this manager has seen as they are)."""
+        names = _jobs_of(changed)
+        if full:
+            names |= {
+                (j["metadata"].get("namespace") or "", j["metadata"]["name"])
+                for j in self.ctx.cache.list("TrainingJob")
+                if not (self._jobs_seen.seen(j) and job_phase(j) in _JOB_DONE)
+            }
+        for ns, name in sorted(names):
             job = self.ctx.cache.get("TrainingJob", name, ns or None)
             if job is not None:
                 self.jobs.reconcile(job)
+        self._jobs_seen.saw(changed)
+        for ns, name in names:
+            job = self.ctx.cache.get("TrainingJob", name, ns or None)
+            if job is not None:
+                self._jobs_seen.saw({key_of(job): job})
 
     def _reconcile_services(self, services: set[tuple[str, str]]) -> None:
         for ns, name in sorted(services):
@@ -417,8 +485,11 @@ class Manager:
     def _reconcile_workloads(self, changed: dict[Key, Obj | None], full: bool) -> None:
         cache = self.ctx.cache
         if full:
+            # Only a Workload that holds an admission has anything to do (the controller's rule).
             names = {
-                (w["metadata"].get("namespace") or "", w["metadata"]["name"]) for w in cache.list("Workload")
+                (w["metadata"].get("namespace") or "", w["metadata"]["name"])
+                for w in cache.list_live("Workload")
+                if workload_state(w) in (WorkloadState.ADMITTED, WorkloadState.EVICTING)
             }
         else:
             names = set()
@@ -513,6 +584,46 @@ class Manager:
 
         fake = parse_fake_gpus(self.config.fake_gpus) if self.config.fake_gpus else None
         return LocalRuntime(home, fake_gpus=fake)
+
+
+class Seen:
+    """The versions of changed objects one step of the pass has looked at, so that a change it
+    has seen (requeued for the steps that ran before it) does not make it work again."""
+
+    def __init__(self) -> None:
+        self._versions: dict[Key, str] = {}
+
+    def new(self, changed: dict[Key, Obj | None], forced: set[Key]) -> dict[Key, Obj | None]:
+        """The changes not yet seen, and every ``forced`` one (marked, or due on a timer)."""
+        return {
+            k: obj
+            for k, obj in changed.items()
+            if k in forced or obj is None or self._versions.get(k) != _version(obj)
+        }
+
+    def saw(self, changed: dict[Key, Obj | None]) -> None:
+        for key, obj in changed.items():
+            if obj is None:
+                self._versions.pop(key, None)
+            else:
+                self._versions[key] = _version(obj)
+
+    def prune(self, cache: Cache) -> None:
+        """Forget the objects that are gone."""
+        self._versions = {k: v for k, v in self._versions.items() if cache.get(k[0], k[2], k[1] or None)}
+
+    def seen(self, obj: Obj) -> bool:
+        """Whether this version of ``obj`` was seen."""
+        return self._versions.get(key_of(obj)) == _version(obj)
+
+
+def _version(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('uid')}/{meta.get('resourceVersion')}"
+
+
+def _workload_in_play(wl: Obj) -> bool:
+    return workload_state(wl) is not WorkloadState.FINISHED
 
 
 def _jobs_of(changed: dict[Key, Obj | None]) -> set[tuple[str, str]]:

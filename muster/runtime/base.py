@@ -66,6 +66,7 @@ __all__ = [
     "SupportsReadoption",
     "SupportsRetention",
     "SupportsVirtualNodes",
+    "SupportsWakeup",
     "VirtualNodeSpec",
     "Volume",
     "VolumeMount",
@@ -585,6 +586,16 @@ class SupportsLeadership(ABC):
     @abstractmethod
     def wait_leading(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds to lead; whether this server leads."""
+
+
+class SupportsWakeup(ABC):
+    """A runtime whose :meth:`Runtime.poll` can be interrupted, so the caller waits on the
+    runtime's reports and on work of its own at once (the manager: a store change ends the
+    wait at once, not at the next poll timeout)."""
+
+    @abstractmethod
+    def wake(self) -> None:
+        """Make a ``poll`` in progress (or the next one) return at once. Any thread may call it."""
 
 
 class SupportsRetention(ABC):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
+from muster.controllers.cache import WATCHED_KINDS
 from muster.server.errors import ApiError
 from muster.server.logs import LogRequest, log_source, open_log
 from muster.store import NotFound, Store, parse_selector
@@ -20,7 +21,7 @@ from muster.store import NotFound, Store, parse_selector
 if TYPE_CHECKING:
     from muster.controllers.manager import Manager
 
-__all__ = ["StoreSource", "manager_of", "use_manager"]
+__all__ = ["CacheSource", "StoreSource", "insight_source", "manager_of", "use_manager"]
 
 Obj = dict[str, Any]
 
@@ -72,3 +73,47 @@ class StoreSource:
             finally:
                 cancel.set()
         return []
+
+
+class CacheSource(StoreSource):
+    """A :class:`StoreSource` that reads what the manager of this process caches (jobs,
+    Workloads, pods, nodes, queues) from its informer cache, and the Events about an object
+    through its retention index: no query and no decoding for them, whatever the store holds.
+    The cache follows the store within moments; its objects are shared and only read here."""
+
+    def __init__(self, store: Store, manager: Manager, app: FastAPI | None = None) -> None:
+        super().__init__(store, app)
+        self.cache = manager.ctx.cache
+        self.events = manager.events
+
+    def get(self, kind: str, name: str, namespace: str | None) -> Obj | None:
+        if kind in WATCHED_KINDS:
+            return self.cache.get(kind, name, namespace)
+        return super().get(kind, name, namespace)
+
+    def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[Obj]:
+        if kind not in WATCHED_KINDS:
+            return super().list(kind, namespace, selector)
+        parsed = parse_selector(selector) if selector else None
+        objs = self.cache.list(kind, namespace)
+        if parsed is not None:
+            objs = [o for o in objs if parsed.matches(o["metadata"].get("labels") or {})]
+        return sorted(objs, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+
+    def events_about(self, objs: list[Obj]) -> list[Obj]:
+        """The stored Events about ``objs``."""
+        found = []
+        for obj in objs:
+            for namespace, name in self.events.about(obj):
+                event = super().get("Event", name, namespace)
+                if event is not None:
+                    found.append(event)
+        return found
+
+
+def insight_source(app: FastAPI) -> StoreSource:
+    """What the insight views read: the manager's cache when one runs here, else the store."""
+    manager = manager_of(app)
+    if manager is not None:
+        return CacheSource(app.state.store, manager, app)
+    return StoreSource(app.state.store, app)

@@ -27,6 +27,7 @@ __all__ = [
     "TooLarge",
     "TooOld",
     "WatchEvent",
+    "Writer",
 ]
 
 # etcd's default request limit, which bounds a Kubernetes object: the store refuses larger ones.
@@ -113,6 +114,24 @@ class LabelSelector:
 
 
 @runtime_checkable
+class Writer(Protocol):
+    """What reads and writes single objects: a :class:`Store`, or a batch of writes
+    (:class:`muster.store.capabilities.Batch`) with the same rules."""
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj: ...
+
+    def create(self, obj: Obj) -> Obj: ...
+
+    def update(self, obj: Obj) -> Obj: ...
+
+    def update_status(self, obj: Obj) -> Obj: ...
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, resource_version: str | None = None
+    ) -> Obj: ...
+
+
+@runtime_checkable
 class Store(Protocol):
     """Persistence of Muster objects. Implementations are thread-safe.
 
@@ -129,7 +148,11 @@ class Store(Protocol):
       and is not current; an absent resourceVersion means "last write wins".
     * ``delete`` removes the object (no finalizer wait in the embedded store) and
       returns its last state; a DELETED watch event is recorded.
-    * Every write is one transaction that also appends to the change log.
+    * Every write is one transaction that also appends to the change log (a store that
+      offers :class:`muster.store.capabilities.Batching` can put many writes into one).
+    * The change log has every committed write's resulting state at its revision, except
+      that successive writes of one object in one batch may be logged as one change: the
+      last state, at the last write's revision.
     * A write whose object is larger than the store's limit (its JSON, 1.5 MiB by default)
       raises :class:`TooLarge` and stores nothing.
     """

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from muster.store.base import LabelSelector
+from muster.store.base import ApplyResult, LabelSelector, Obj, Writer
 
 if TYPE_CHECKING:
     from muster.store.audit import AuditQuery
 
-__all__ = ["AuditLog", "JsonListing"]
+__all__ = ["AuditLog", "Batch", "Batching", "JsonListing"]
 
 
 @runtime_checkable
@@ -41,4 +41,42 @@ class AuditLog(Protocol):
 
     def prune_audit(self, before: float) -> int:
         """Delete records older than ``before`` (epoch seconds); how many went."""
+        ...
+
+
+@runtime_checkable
+class Batch(Writer, Protocol):
+    """Writes that go to the store in one transaction, with the Store's write rules.
+
+    Each write is checked and answered at once, as by the Store (the stored object, or
+    Conflict, NotFound, AlreadyExists, which leave the batch usable); ``get`` sees the batch's
+    own writes. Nothing is visible to anyone else, nor durable, until :meth:`commit`; the
+    batch holds the store's write lock from its first write until then, so a batch is kept
+    short. :meth:`rollback` forgets every write. After either, the batch may be used again.
+    Successive writes of one object in a batch may reach watchers as one change (its last
+    state): a watcher sees every object's latest state, not every intermediate one. An
+    object a batch write returns is the caller's to read, not to edit (copy it first).
+    """
+
+    @property
+    def writes(self) -> int:
+        """Writes made since the batch's transaction began (0: none open)."""
+        ...
+
+    def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]: ...
+
+    def commit(self) -> int:
+        """Store every write; the store's revision after it (0 when nothing was written)."""
+        ...
+
+    def rollback(self) -> None: ...
+
+
+@runtime_checkable
+class Batching(Protocol):
+    """A store that can put many writes into one transaction (one commit, one fsync): the
+    manager writes everything one pass decided in one batch."""
+
+    def batch(self) -> Batch:
+        """A new, empty batch (it begins its transaction at its first write)."""
         ...

@@ -12,7 +12,7 @@ SQLite's deferred transactions in WAL mode, PostgreSQL's REPEATABLE READ.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,14 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
-__all__ = ["is_postgres", "make_engine", "read_transaction", "upgrade", "write_transaction"]
+__all__ = [
+    "WriteTransaction",
+    "is_postgres",
+    "make_engine",
+    "read_transaction",
+    "upgrade",
+    "write_transaction",
+]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 # Any constant works: it only has to be the same for every Muster process migrating one database.
@@ -61,6 +68,38 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         conn = conn.execution_options(**{_WRITE: True})
         with conn.begin():
             yield conn
+
+
+class WriteTransaction:
+    """:func:`write_transaction` for a caller that ends it later, maybe after many calls (a
+    batch of writes): takes ``lock`` (the store's in-process write lock), then begins; ``end``
+    commits or rolls back, closes and releases. ``conn`` is the transaction's connection."""
+
+    def __init__(self, engine: Engine, lock: AbstractContextManager[Any]) -> None:
+        self._lock = lock
+        lock.__enter__()
+        try:
+            self.conn = engine.connect().execution_options(**{_WRITE: True})
+            try:
+                self._trans = self.conn.begin()
+            except BaseException:
+                self.conn.close()
+                raise
+        except BaseException:
+            lock.__exit__(None, None, None)
+            raise
+
+    def end(self, commit: bool) -> None:
+        try:
+            if commit:
+                self._trans.commit()
+            else:
+                self._trans.rollback()
+        finally:
+            try:
+                self.conn.close()
+            finally:
+                self._lock.__exit__(None, None, None)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import time
 from typing import Literal
 
 from muster.api.base import API_VERSION, controller_ref, now_iso
-from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store
+from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store, Writer
 
 __all__ = [
     "EVENT_NAMESPACE_FOR_CLUSTER_KINDS",
@@ -31,7 +31,7 @@ _RETRIES = 100
 
 
 def record_event(
-    store: Store,
+    store: Writer,
     involved: Obj,
     type: Literal["Normal", "Warning"],
     reason: str,

@@ -5,11 +5,14 @@ functions over wire dicts, so the SQL store and the server's dry-run agree exact
 *body* of an object is every top-level field but ``apiVersion``, ``kind``, ``metadata`` and
 ``status`` (``spec`` for most kinds, ``value`` for a PriorityClass): the store never looks
 inside it, it only compares it.
+
+The objects these functions build share nested parts with their inputs (nothing is copied
+here): the store serialises what it keeps at once and hands out a copy of that, so neither
+the caller's input nor an earlier answer is ever shared with what is stored.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Literal
 
 from muster.api.base import now_iso
@@ -77,8 +80,8 @@ def new_object(obj: Obj, revision: int, uid: str) -> Obj:
     meta = obj.get("metadata") or {}
     out_meta = {k: meta[k] for k in ("name", "namespace") if meta.get(k)}
     out_meta.update(uid=uid, resourceVersion=str(revision), generation=1, creationTimestamp=now_iso())
-    out_meta.update({k: copy.deepcopy(meta[k]) for k in USER_META if meta.get(k)})
-    return _assemble(obj, out_meta, copy.deepcopy(body(obj)), copy.deepcopy(obj.get("status")))
+    out_meta.update({k: meta[k] for k in USER_META if meta.get(k)})
+    return _assemble(obj, out_meta, body(obj), obj.get("status"))
 
 
 def merge_update(stored: Obj, new: Obj) -> Obj | None:
@@ -89,7 +92,7 @@ def merge_update(stored: Obj, new: Obj) -> Obj | None:
     whatever later updates carry.
     """
     meta = new.get("metadata") or {}
-    user_meta = {k: copy.deepcopy(meta[k]) for k in USER_META if meta.get(k)}
+    user_meta = {k: meta[k] for k in USER_META if meta.get(k)}
     deleting = meta.get("deletionTimestamp")
     if deleting and not stored["metadata"].get("deletionTimestamp"):
         return _merged(stored, user_meta, body(new), deletion=str(deleting))
@@ -100,11 +103,11 @@ def merge_apply(stored: Obj, new: Obj) -> Obj | None:
     """``apply``: like update, except that ownerReferences and finalizers a document does not
     mention are kept (controllers own them; a re-applied manifest must not strip them)."""
     meta = new.get("metadata") or {}
-    user_meta = {k: copy.deepcopy(meta[k]) for k in ("labels", "annotations") if meta.get(k)}
+    user_meta = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
     for key in ("ownerReferences", "finalizers"):
         value = meta[key] if key in meta else stored["metadata"].get(key)
         if value:
-            user_meta[key] = copy.deepcopy(value)
+            user_meta[key] = value
     return _merged(stored, user_meta, body(new))
 
 
@@ -113,7 +116,7 @@ def merge_status(stored: Obj, new: Obj) -> Obj | None:
     status = new.get("status")
     if status == stored.get("status"):
         return None
-    return _assemble(stored, dict(stored["metadata"]), body(stored), copy.deepcopy(status))
+    return _assemble(stored, dict(stored["metadata"]), body(stored), status)
 
 
 def apply_action(stored: Obj | None, new: Obj) -> Literal["created", "configured", "unchanged"]:
@@ -143,7 +146,7 @@ def _merged(
         meta["deletionTimestamp"] = deletion
     if new_body != old_body:
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
-    return _assemble(stored, meta, copy.deepcopy(new_body), stored.get("status"))
+    return _assemble(stored, meta, new_body, stored.get("status"))
 
 
 def _assemble(template: Obj, meta: dict[str, Any], body_: dict[str, Any], status: Any) -> Obj:

@@ -121,7 +121,7 @@ class SqlWatch(Iterator[WatchEvent]):
             self._fetch()
             if self._buffer:
                 break
-            wait = self._store.poll_interval
+            wait = self._store.watch_poll_interval()
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:

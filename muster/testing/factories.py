@@ -16,19 +16,24 @@ def training_job(
     labels: dict[str, str] | None = None,
     queue: str | None = None,
     command: list[str] | None = None,
+    gpus: int = 0,
+    restart_policy: str | None = None,
+    image: str | None = "python:3.11",
 ) -> dict[str, Any]:
-    """A TrainingJob with ``workers`` Worker replicas running ``command``."""
+    """A TrainingJob with ``workers`` Worker replicas running ``command``, each asking for
+    ``gpus`` GPUs (and 1m of CPU, so that CPU never limits how many run at once)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = labels
-    container = {
-        "name": "main",
-        "image": "python:3.11",
-        "command": command or ["python", "-c", "print('hi')"],
-    }
-    spec: dict[str, Any] = {
-        "replicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"containers": [container]}}}}
-    }
+    container: dict[str, Any] = {"name": "main", "command": command or ["python", "-c", "print('hi')"]}
+    if image:
+        container["image"] = image
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"cpu": "1m"}}
+    replica: dict[str, Any] = {"replicas": workers, "template": {"spec": {"containers": [container]}}}
+    if restart_policy:
+        replica["restartPolicy"] = restart_policy
+    spec: dict[str, Any] = {"replicaSpecs": {"Worker": replica}}
     if queue:
         spec["queueName"] = queue
     return {"apiVersion": API_VERSION, "kind": "TrainingJob", "metadata": meta, "spec": spec}

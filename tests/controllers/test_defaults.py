@@ -70,9 +70,10 @@ def test_quota_follows_nodes_while_managed(sqlite_store: Store):
         "nvidia.com/gpu": "4",
     }
     sqlite_store.create(node("b", cpu="4", memory="32Gi", gpus="2"))
-    synced = sync_default_cluster_queue(sqlite_store)
+    synced = sync_default_cluster_queue(sqlite_store, sqlite_store.list("Node").items)
     assert synced is not None and quotas(synced) == {"cpu": "12", "memory": "64Gi", "nvidia.com/gpu": "6"}
-    assert sync_default_cluster_queue(sqlite_store) is None  # already in sync: no write
+    # already in sync: no write
+    assert sync_default_cluster_queue(sqlite_store, sqlite_store.list("Node").items) is None
 
 
 def test_a_user_owned_default_queue_is_not_touched(sqlite_store: Store):
@@ -81,5 +82,5 @@ def test_a_user_owned_default_queue_is_not_touched(sqlite_store: Store):
     mine["metadata"]["annotations"].pop(MANAGED_ANNOTATION)
     sqlite_store.update(mine)
     sqlite_store.create(node("a", cpu="8", memory="32Gi", gpus="4"))
-    assert sync_default_cluster_queue(sqlite_store) is None
+    assert sync_default_cluster_queue(sqlite_store, sqlite_store.list("Node").items) is None
     assert quotas(sqlite_store.get("ClusterQueue", "default"))["cpu"] == "0"

@@ -96,7 +96,12 @@ class CapacityController:
             self.ctx.timers.at(self._next_plan, ("NodePool", "", ""))
         if full or any(k[0] == "NodePool" for k in changed):
             try:
-                sync_default_cluster_queue(self.ctx.store)
+                cache = self.ctx.cache
+                synced = sync_default_cluster_queue(
+                    self.ctx.writer(), cache.list("Node"), cache.list("NodePool")
+                )
+                if synced is not None:
+                    self.ctx.cache.observe(synced)
             except StoreError:
                 log.exception("could not sync the default ClusterQueue's quota")
         self.ledger.reconcile(changed, full)

@@ -155,7 +155,7 @@ class Ledger:
                 spec["interrupted"] = True
                 spec["lostGpuSeconds"] = round(lost, 3)
         try:
-            stored = self.ctx.store.update(updated)
+            stored = self.ctx.writer().update(updated)
         except NotFound:
             self._open.pop(rec["metadata"]["name"], None)  # type: ignore[union-attr]
             return
@@ -265,7 +265,7 @@ class Ledger:
     def _create(self, name: str, spec: Obj) -> Obj | None:
         doc = {"apiVersion": "muster.dev/v1", "kind": "UsageRecord", "metadata": {"name": name}, "spec": spec}
         try:
-            rec = self.ctx.store.create(doc)
+            rec = self.ctx.writer().create(doc)
         except AlreadyExists:
             return None  # written before (and closed: open ones are loaded at start)
         except StoreError:
@@ -286,7 +286,7 @@ class Ledger:
             end = epoch(rec["spec"].get("end"))
             if end is not None and end < horizon:
                 try:
-                    self.ctx.store.delete("UsageRecord", rec["metadata"]["name"])
+                    self.ctx.writer().delete("UsageRecord", rec["metadata"]["name"])
                 except StoreError:
                     continue
 

@@ -25,7 +25,7 @@ from muster.api.trial import SEGMENT_POINTS
 from muster.controllers.experiment.metrics import LineParser, Point, Series
 from muster.runtime.base import PodNotFound, PodRef, SupportsLogs
 from muster.runtime.local.logs import container_log
-from muster.store.base import AlreadyExists, Conflict, NotFound, Store
+from muster.store.base import AlreadyExists, Conflict, NotFound, Store, Writer
 from muster.store.selector import parse_selector
 
 __all__ = ["Collected", "TrialRecord", "metrics_dir", "read_file", "read_stream"]
@@ -137,7 +137,7 @@ class TrialRecord:
                     self.unsaved.setdefault(name, []).append(point)
         return found
 
-    def save(self, store: Store, owner: Obj, now: float) -> None:
+    def save(self, store: Writer, owner: Obj, now: float) -> None:
         """Append the unsaved points (and the cursors) to the open segment, opening the next one
         when it is full. One write per segment touched."""
         pending = [(name, p) for name, points in self.unsaved.items() for p in points]
@@ -186,7 +186,7 @@ class TrialRecord:
             },
         }
 
-    def _write(self, store: Store, doc: Obj) -> Obj:
+    def _write(self, store: Writer, doc: Obj) -> Obj:
         if doc["metadata"].get("resourceVersion"):
             try:
                 return store.update(doc)
@@ -196,7 +196,7 @@ class TrialRecord:
         return _write_anyway(store, doc)
 
 
-def _write_anyway(store: Store, doc: Obj) -> Obj:
+def _write_anyway(store: Writer, doc: Obj) -> Obj:
     try:
         return store.create(doc)
     except AlreadyExists:

@@ -116,7 +116,7 @@ class ExperimentController:
             ns = seg["metadata"].get("namespace") or "default"
             if (ns, seg["spec"]["trial"]) not in trials:
                 try:
-                    self.ctx.store.delete("TrialMetrics", seg["metadata"]["name"], ns)
+                    self.ctx.writer().delete("TrialMetrics", seg["metadata"]["name"], ns)
                     removed += 1
                 except NotFound:
                     pass
@@ -310,7 +310,7 @@ class _Pass:
                 w.phase not in ACTIVE or w.changed or self.now - w.record.saved_at >= self.ctl.save_seconds
             )
             if save:
-                w.record.save(self.ctx.store, _owner(self.exp), self.now)
+                w.record.save(self.ctx.writer(), _owner(self.exp), self.now)
             if not w.changed:
                 continue
             stored = self.ctx.update_status(w.trial)

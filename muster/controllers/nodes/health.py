@@ -110,7 +110,7 @@ class HealthController:
                 if gpu.get("health", "Healthy") != "Healthy":
                     bad_gpus[(name, int(gpu["index"]))] = gpu.get("healthReason") or "unhealthy"
         if problems or bad_gpus:
-            for wl in self.ctx.cache.list("Workload"):
+            for wl in self.ctx.cache.list_live("Workload"):
                 if workload_state(wl) is WorkloadState.ADMITTED:
                     found = _problem(wl, problems, bad_gpus)
                     if found is not None:

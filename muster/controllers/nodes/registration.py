@@ -68,7 +68,12 @@ class NodeController:
             resized |= self._remove_gone(set(self._addresses))
         if resized:
             try:
-                sync_default_cluster_queue(self.ctx.store)
+                cache = self.ctx.cache
+                synced = sync_default_cluster_queue(
+                    self.ctx.writer(), cache.list("Node"), cache.list("NodePool")
+                )
+                if synced is not None:
+                    self.ctx.cache.observe(synced)
             except StoreError:
                 log.exception("could not sync the default ClusterQueue's quota")
 

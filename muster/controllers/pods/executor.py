@@ -98,6 +98,8 @@ class PodExecutor:
         # uid -> ref of every pod the runtime keeps a record of (not yet released)
         self._tracked: dict[str, PodRef] = {s.ref.uid: s.ref for s in runtime.pods()}
         self._stopping: set[str] = set()
+        # uids whose start is stored and waits for the commit before the runtime acts
+        self._starting: set[str] = set()
         # statuses reported by the runtime that could not be stored yet (a conflict): retried
         self._unwritten: dict[str, PodStatusChange] = {}
         # Workloads whose pods the runtime failed for reasons outside the job, to evict once
@@ -224,7 +226,7 @@ class PodExecutor:
                 self._note_casualty(pod)  # one reported before a crash: evicted now
             elif stop_requested(pod):
                 self._stop_pod(pod)
-            elif uid in self._tracked:
+            elif uid in self._tracked or uid in self._starting:
                 continue
             elif phase(pod) == "Running":
                 self._fail(pod, "NodeLost", "the runtime has no record of this pod (its state was lost)")
@@ -243,21 +245,22 @@ class PodExecutor:
         runtime that keeps released pods' remains drop those of the deleted ones)."""
         known = {p["metadata"].get("uid") for p in pods}
         if isinstance(self.runtime, SupportsRetention):
-            self.runtime.retain_only({uid for uid in known if uid})
+            retain = self.runtime.retain_only
+            self.ctx.after_commit(lambda: retain({uid for uid in known if uid}))
         for uid, ref in list(self._tracked.items()):
             if uid not in known and uid not in self._stopping:
-                try:
-                    self.runtime.stop(ref, None, StopReason.STOPPED)
-                except PodNotFound:
-                    self._tracked.pop(uid, None)
-                    continue
-                self._stopping.add(uid)
+                self._stop(ref, None, StopReason.STOPPED)
 
     def _start(self, pod: Obj) -> None:
         marked = self._mark_started(pod)
         if marked is None:
             return  # changed meanwhile: decide again on the next pass
-        pod = marked
+        self._starting.add(marked["metadata"]["uid"])
+        self.ctx.after_commit(lambda: self._start_marked(marked))
+
+    def _start_marked(self, pod: Obj) -> None:
+        """The runtime starts ``pod``, whose start (``status.handle``) is stored."""
+        self._starting.discard(pod["metadata"]["uid"])
         try:
             launch = self._launch(pod)
             warnings = self.runtime.start(launch, device_binding(pod))
@@ -288,6 +291,12 @@ class PodExecutor:
             if pod is None:
                 return  # changed meanwhile: decide again on the next pass
             marked.append(pod)
+        self._starting.update(p["metadata"]["uid"] for p in marked)
+        self.ctx.after_commit(lambda: self._start_gang_marked(ns, workload, wl, marked))
+
+    def _start_gang_marked(self, ns: str, workload: str, wl: Obj, marked: list[Obj]) -> None:
+        """The runtime starts the gang, whose members' starts are stored."""
+        self._starting.difference_update(p["metadata"]["uid"] for p in marked)
         try:
             gang = GangLaunch(
                 namespace=ns,
@@ -415,12 +424,16 @@ class PodExecutor:
         self._fail(pod, stop_reason(pod) or "Stopped", "stopped before it started")
 
     def _stop(self, ref: PodRef, grace: float | None, reason: StopReason) -> None:
+        """Stop the pod's processes once what asked for it is stored."""
+        self._stopping.add(ref.uid)
+        self.ctx.after_commit(lambda: self._stop_now(ref, grace, reason))
+
+    def _stop_now(self, ref: PodRef, grace: float | None, reason: StopReason) -> None:
         try:
             self.runtime.stop(ref, grace, reason)
         except PodNotFound:
             self._tracked.pop(ref.uid, None)
-            return
-        self._stopping.add(ref.uid)
+            self._stopping.discard(ref.uid)
 
     def _fail(self, pod: Obj, reason: str, message: str) -> None:
         updated = copy.deepcopy(pod)
@@ -445,6 +458,10 @@ class PodExecutor:
             self.ctx.delete(pod)
 
     def _release(self, ref: PodRef) -> None:
+        """Let the runtime forget the pod once its final status is stored."""
+        self.ctx.after_commit(lambda: self._release_now(ref))
+
+    def _release_now(self, ref: PodRef) -> None:
         try:
             self.runtime.release(ref)
         except PodRuntimeError as exc:  # PodStillRunning: a status older than the runtime's

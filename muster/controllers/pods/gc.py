@@ -51,7 +51,7 @@ def _orphaned(ctx: Context, obj: Obj, owners: dict[tuple[str, str, str], str | N
         if owners.get((ref["kind"], ns, ref["name"])) == ref.get("uid"):
             return False
         try:
-            current = ctx.store.get(ref["kind"], ref["name"], ns or None)
+            current = ctx.writer().get(ref["kind"], ref["name"], ns or None)
         except NotFound:
             continue
         if current["metadata"].get("uid") == ref.get("uid"):

@@ -52,7 +52,7 @@ class DecisionWriter:
         self.ctx.metrics.decisions.labels("pending").inc(len(decisions.pending))
         for pending in decisions.pending:
             wl = built.workloads.get(workload_key(pending.namespace, pending.name))
-            if wl is not None:
+            if wl is not None and self._pending_due(wl, pending.reason, pending.message):
                 self._pending(wl, pending.reason, pending.message, _plain(pending.details))
         for u in built.unqueueable:
             self._unqueueable(u)
@@ -103,17 +103,24 @@ class DecisionWriter:
     def _unqueueable(self, u: Unqueueable) -> None:
         self._pending(u.workload, u.reason, u.message, {})
 
-    def _pending(self, wl: Obj, reason: str, message: str, details: Obj) -> None:
+    def _pending_due(self, wl: Obj, reason: str, message: str) -> bool:
+        """Whether the pending reason is to be written now (see the module docstring)."""
         key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
         current = (wl.get("status") or {}).get("pending") or {}
-        now = self.ctx.now()
         same_reason = current.get("reason") == reason
         if same_reason and current.get("message") == message:
-            return
-        if same_reason and now - self._written.get(key, float("-inf")) < self.message_interval:
+            return False
+        if same_reason and self.ctx.now() - self._written.get(key, float("-inf")) < self.message_interval:
             # Reworded (new numbers) only: the next cycle after the interval writes it.
             self.ctx.wake_at(self._written[key] + self.message_interval, wl)
+            return False
+        return True
+
+    def _pending(self, wl: Obj, reason: str, message: str, details: Obj) -> None:
+        if not self._pending_due(wl, reason, message):
             return
+        key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
+        now = self.ctx.now()
         updated = copy.deepcopy(wl)
         set_pending(updated, reason, message, details, now)
         stored = self.ctx.update_status(updated)

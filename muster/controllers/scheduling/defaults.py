@@ -21,7 +21,7 @@ from muster.api import registry
 from muster.api.base import API_VERSION
 from muster.api.labels import NODEPOOL_LABEL as POOL_LABEL
 from muster.api.quantity import Quantity, parse_quantity
-from muster.store.base import ApplyResult, Conflict, NotFound, Obj, Store
+from muster.store.base import ApplyResult, Conflict, NotFound, Obj, Store, Writer
 
 __all__ = [
     "DEFAULT_NAME",
@@ -126,8 +126,9 @@ def node_quota(nodes: Iterable[Obj], pools: Iterable[Obj] = ()) -> dict[str, Qua
     return {name: q if q is not None else Quantity(0) for name, q in total.items()}
 
 
-def sync_default_cluster_queue(store: Store) -> Obj | None:
-    """Set the managed default ClusterQueue's quota to the current Nodes' sum.
+def sync_default_cluster_queue(store: Writer, nodes: Iterable[Obj], pools: Iterable[Obj] = ()) -> Obj | None:
+    """Set the managed default ClusterQueue's quota to the sum of ``nodes`` (every Node) and
+    what ``pools`` (every NodePool) may add (see :func:`node_quota`).
 
     Returns the updated ClusterQueue, or None when there is nothing to do: it is gone, no
     longer managed (the annotation was removed), or already in sync.
@@ -139,8 +140,7 @@ def sync_default_cluster_queue(store: Store) -> Obj | None:
             return None
         if (current["metadata"].get("annotations") or {}).get(MANAGED_ANNOTATION) != "true":
             return None
-        quota = node_quota(store.list("Node").items, store.list("NodePool").items)
-        wanted = _validated(default_cluster_queue(quota))
+        wanted = _validated(default_cluster_queue(node_quota(nodes, pools)))
         if wanted["spec"] == current["spec"]:
             return None
         current["spec"] = wanted["spec"]

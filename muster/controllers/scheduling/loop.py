@@ -58,7 +58,7 @@ class SchedulerLoop:
             cohorts=cache.list("Cohort"),
             local_queues=cache.list("LocalQueue"),
             priority_classes=cache.list("PriorityClass"),
-            workloads=cache.list("Workload"),
+            workloads=cache.list_live("Workload"),  # finished ones take part in nothing
             pods=cache.list("Pod"),
             now=self.ctx.now(),
             memo=self._memo,

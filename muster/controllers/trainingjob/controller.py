@@ -104,11 +104,17 @@ class _Pass:
         self.original = job
         # A finished job's status never changes again (only its clean-up runs): no copy.
         self.done = job_phase(job) in (JobPhase.SUCCEEDED, JobPhase.FAILED)
-        self.job = job if self.done else copy.deepcopy(job)
         if self.done:
+            self.job = job
             self.status: Obj = self.job.get("status") or {}
         else:
-            self.status = self.job.setdefault("status", {})
+            # Only the status is edited (spec and metadata are read): copy just that.
+            self.job = {
+                **job,
+                "metadata": dict(job["metadata"]),
+                "status": copy.deepcopy(job.get("status") or {}),
+            }
+            self.status = self.job["status"]
         self.events: list[EventSpec] = []
         self.now = self.ctx.now()
         meta = job["metadata"]

@@ -36,7 +36,7 @@ from typing import Any
 from muster.api.base import API_VERSION
 from muster.api.conditions import epoch, iso
 from muster.controllers.workflow.artifacts import ArtifactStore
-from muster.store.base import AlreadyExists, NotFound, Store
+from muster.store.base import AlreadyExists, NotFound, Writer
 
 __all__ = [
     "KEY_SCHEMA",
@@ -95,7 +95,7 @@ def cache_key(definition: Obj, inputs: dict[str, str], artifacts: dict[str, str]
 
 
 def lookup(
-    store: Store, namespace: str, key: str, max_age: float | None, now: float, artifacts: ArtifactStore
+    store: Writer, namespace: str, key: str, max_age: float | None, now: float, artifacts: ArtifactStore
 ) -> tuple[Obj | None, str]:
     """``(outputs, "")`` on a hit, ``(None, why)`` on a miss."""
     try:
@@ -116,7 +116,7 @@ def lookup(
     }, ""
 
 
-def save(store: Store, namespace: str, key: str, task: str, version: str, outputs: Obj, now: float) -> Obj:
+def save(store: Writer, namespace: str, key: str, task: str, version: str, outputs: Obj, now: float) -> Obj:
     """Record ``outputs`` under ``key`` (a newer run of the same key replaces the entry)."""
     entry: Obj = {
         "apiVersion": API_VERSION,

@@ -343,7 +343,7 @@ class _Pass:
             definition, dict(plan.scope.inputs), plan.inputs, str(cache.get("version") or "")
         )
         max_age = parse_duration(cache["maxAge"]) if cache.get("maxAge") else None
-        plan.hit, plan.miss = lookup(self.ctx.store, self.ns, plan.key, max_age, self.now, self.artifacts)
+        plan.hit, plan.miss = lookup(self.ctx.writer(), self.ns, plan.key, max_age, self.now, self.artifacts)
         return plan
 
     def _resolve(self, task: Obj, node: Obj) -> _Plan:
@@ -445,7 +445,7 @@ class _Pass:
         cache = task.get("cache") or {}
         if key and _cached(task):
             save(
-                self.ctx.store,
+                self.ctx.writer(),
                 self.ns,
                 key,
                 f"{self.wf['metadata']['name']}/{name}",

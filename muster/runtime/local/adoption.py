@@ -12,18 +12,24 @@ as for pods this runtime started:
 * a dead shim but a live process: the process is watched directly ("orphan"); its exit
   status cannot be learnt (it is not our child), so its end is reported as NodeLost;
 * nothing alive and no status: NodeLost, with what is known (or the caller's stop reason,
-  when a stop had been requested).
+  when a stop had been requested);
+* a launch whose shim has no record at all (the runtime starts shims on worker threads, and
+  it died in between): the shim is looked for among the live processes by its command line
+  and adopted when found; when it is not, it never started, and :func:`never_spawned` names
+  the container so the runtime starts its shim now (its process never ran, so it runs once).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
+
 from muster.runtime.base import PodRef
 from muster.runtime.local.files import ContainerFiles, read_json
 from muster.runtime.local.tracking import ContainerRecord, CState, PodRecord, load_state, process_alive
 
-__all__ = ["adopt_pods"]
+__all__ = ["adopt_pods", "never_spawned"]
 
 
 def adopt_pods(root: Path, known: set[str]) -> list[PodRecord]:
@@ -62,9 +68,34 @@ def _adopt(doc: dict, pod_dir: Path) -> PodRecord:
         state = read_json(c.files.state)
         if state is not None:
             load_state(c, state)
+        if c.shim_pid is None and state is None and not c.files.status.exists():
+            c.shim_pid, c.shim_ctime = _find_shim(c.files)
         if process_alive(c.shim_pid, c.shim_ctime):
             c.watch_fired = False  # the runtime watches the shim; no need to look until it exits
         elif c.state is CState.RUNNING and process_alive(c.pid, c.ctime) and not c.files.status.exists():
             c.orphan = True
         record.containers.append(c)
     return record
+
+
+def never_spawned(c: ContainerRecord) -> bool:
+    """Whether ``c`` (just adopted) was launched but its shim never started: no record of a
+    shim, none alive, no process state, no status, and its spec is complete."""
+    return (
+        c.shim_pid is None
+        and c.state is CState.WAITING
+        and not c.files.status.exists()
+        and not c.files.state.exists()
+        and c.files.spec.exists()
+    )
+
+
+def _find_shim(files: ContainerFiles) -> tuple[int | None, float | None]:
+    """A live shim of this container that never got its launch record written (the runtime
+    died right after starting it): pid and start time, or (None, None)."""
+    wanted = ["-m", "muster.runtime.local.shim", str(files.pod_dir), files.container]
+    for proc in psutil.process_iter(["cmdline", "create_time"]):
+        cmdline = proc.info.get("cmdline") or []
+        if cmdline[1 : 1 + len(wanted)] == wanted:
+            return proc.pid, proc.info.get("create_time")
+    return None, None

@@ -19,6 +19,7 @@ of naming containers, finding the previous log and knowing when a followed log h
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import threading
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from muster.runtime.base import PodNotFound, PodRef, SupportsLogs
 from muster.runtime.local.files import ContainerFiles, read_json, runtime_dir, write_json
-from muster.runtime.local.tracking import process_alive
+from muster.runtime.local.tracking import LAUNCH_TIMEOUT, process_alive
 
 __all__ = [
     "FOLLOW_INTERVAL",
@@ -171,7 +172,12 @@ def writer_alive(files: ContainerFiles) -> bool:
             state["shim_pid"], state["shim_create_time"]
         )
     launch = read_json(files.launch)
-    return launch is not None and process_alive(launch["shim_pid"], launch["shim_create_time"])
+    if launch is None:
+        # Launched, and its shim is being started (on the runtime's spawner thread).
+        with contextlib.suppress(OSError):
+            return time.time() - files.spec.stat().st_mtime < LAUNCH_TIMEOUT
+        return False
+    return process_alive(launch["shim_pid"], launch["shim_create_time"])
 
 
 def follow_lines(path: Path, still_writing: Callable[[], bool] | None = None) -> Iterator[str]:

@@ -48,17 +48,18 @@ from muster.runtime.base import (
     SupportsNodeWatch,
     SupportsReadoption,
     SupportsVirtualNodes,
+    SupportsWakeup,
     VirtualNodeSpec,
 )
 from muster.runtime.local import logs as logfiles
-from muster.runtime.local.adoption import adopt_pods
+from muster.runtime.local.adoption import adopt_pods, never_spawned
 from muster.runtime.local.fake import FakeGpu, FakeGpus
 from muster.runtime.local.files import ContainerFiles, runtime_dir, write_json
 from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
 from muster.runtime.local.node import apply_health, local_node, node_name
-from muster.runtime.local.shim import command as shim_command
+from muster.runtime.local.spawn import ShimStarter, Spawned
 from muster.runtime.local.spawner import ShimProcess, Spawner
 from muster.runtime.local.tracking import (
     ContainerRecord,
@@ -81,6 +82,10 @@ MemoryMode = Literal["auto", "cgroup", "rss"]
 # through a file descriptor (an adopted shim that has not started its process yet).
 _UNWATCHED_POLL = 0.5
 
+
+# What else the selector watches besides containers: the spawner's and wake()'s pipes.
+_SPAWNED = "spawned"
+_WOKEN = "woken"
 
 # Shims this process started that outlived the record holding them (a closed runtime, a
 # released pod whose shim is still exiting). They are kept here, and reaped by the next poll
@@ -108,6 +113,7 @@ class LocalRuntime(
     SupportsFaultInjection,
     SupportsVirtualNodes,
     SupportsNodeWatch,
+    SupportsWakeup,
 ):
     """Runs pods as local processes. Construction takes the home's lock and re-adopts the pods a
     previous runtime left (:meth:`readopt`); :meth:`close` detaches without stopping them.
@@ -150,6 +156,15 @@ class LocalRuntime(
         self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
         self._selector = selectors.DefaultSelector()
         self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
+        self._starter = ShimStarter(self._spawner)
+        self._selector.register(self._starter.wake_fd, selectors.EVENT_READ, _SPAWNED)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, _WOKEN)
+        # Creating a pod's directories and removing a released one's (on the clean-up thread)
+        # must not interleave: removal takes the emptied parents away.
+        self._dirs = threading.Lock()
         self._closed = False
         self._virtual = VirtualNodes(self.dir / "nodes")
         self._offered: list[str] | None = None  # the virtual nodes the last nodes() offered
@@ -232,7 +247,8 @@ class LocalRuntime(
             raise LaunchError(
                 "spec", f"cannot create the pod's directories ({exc.strerror or exc}{where})"
             ) from None
-        pod_dir.mkdir(parents=True)
+        with self._dirs:
+            pod_dir.mkdir(parents=True)
         # The launch is on disk before any process exists: a crash from here on is re-adoptable.
         write_json(
             pod_dir / "pod.json",
@@ -270,11 +286,12 @@ class LocalRuntime(
             record.containers.append(ContainerRecord(c.name, files, time.time(), limit=c.memory_limit))
         self._pods[ref.uid] = record
         for c in record.containers:
-            self._launch_shim(record, c)
+            self._starter.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py
         return warnings
 
     def stop(self, pod: PodRef, grace_seconds: float | None, reason: StopReason) -> None:
         self._check_open()
+        self._take_spawned(self._starter.collect())
         record = self._record(pod)
         if _final(record):
             return
@@ -308,6 +325,7 @@ class LocalRuntime(
 
     def pods(self) -> list[PodStatusChange]:
         self._check_open()
+        self._take_spawned(self._starter.collect())
         for record in self._pods.values():
             self._refresh(record)  # what changed is still reported by the next poll
         return [pod_status(r) for r in self._pods.values()]
@@ -322,24 +340,34 @@ class LocalRuntime(
         for c in record.containers:
             self._unwatch(c)
             _detach(c)
+        del self._pods[pod.uid]
+        # The files go on the clean-up thread: the pod is forgotten already, and a runtime
+        # restarted before they are gone re-adopts it as final, to be released again.
+        self._starter.cleanup(lambda: self._remove(record))
+
+    def _remove(self, record: PodRecord) -> None:
+        for c in record.containers:
             if c.cgroup:  # left behind only when the shim died before cleaning up
                 kill_cgroup(Path(c.cgroup), c.cgroup_version)
-        remove_pod_volumes(self.home, pod.uid)
+        remove_pod_volumes(self.home, record.ref.uid)
         shutil.rmtree(record.dir, ignore_errors=True)
-        for parent in (record.dir.parent, record.dir.parent.parent):
-            with contextlib.suppress(OSError):
-                parent.rmdir()  # only when empty
-        del self._pods[pod.uid]
+        with self._dirs:
+            for parent in (record.dir.parent, record.dir.parent.parent):
+                with contextlib.suppress(OSError):
+                    parent.rmdir()  # only when empty
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._take_spawned(self._starter.close())
         for record in self._pods.values():
             for c in record.containers:
                 self._unwatch(c)
                 _detach(c)
         self._selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         self._spawner.close()
         self.gpus.close()
         os.close(self._lock_fd)
@@ -376,12 +404,21 @@ class LocalRuntime(
     def virtual_nodes(self) -> list[VirtualNodeSpec]:
         return self._virtual.specs()
 
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"w")
+
     def readopt(self) -> list[PodRef]:
         self._check_open()
+        self._starter.settle()  # a released pod's files still being removed are not to adopt
         adopted = adopt_pods(self.dir / "pods", known=set(self._pods))
         for record in adopted:
             self._pods[record.ref.uid] = record
             for c in record.containers:
+                if never_spawned(c):
+                    # Launched, but the runtime died before its shim started: start it now.
+                    self._starter.spawn(record.ref.uid, c.files)
+                    continue
                 if c.orphan:
                     self._watch_pid(c, c.pid)
                     if record.stop is not None:  # a stop its dead shim can no longer finish
@@ -413,36 +450,31 @@ class LocalRuntime(
         devices = self.gpus.devices() if isinstance(self.gpus, FakeGpus) else list(self._devices.values())
         return apply_health(sorted(devices, key=lambda d: d.index), self._health)
 
-    def _launch_shim(self, record: PodRecord, c: ContainerRecord) -> None:
-        read_fd, write_fd = os.pipe()
-        try:
-            with open(c.files.shim_log, "ab") as shim_log:
-                c.popen = self._spawner.spawn(c.files.pod_dir, c.name, write_fd, shim_log.fileno())
-                if c.popen is None:  # no zygote here: a shim of its own
-                    c.popen = subprocess.Popen(
-                        shim_command(c.files.pod_dir, c.name, "--notify-fd", str(write_fd)),
-                        stdin=subprocess.DEVNULL,
-                        stdout=shim_log,
-                        stderr=subprocess.STDOUT,
-                        cwd=c.files.pod_dir,
-                        start_new_session=True,  # the shim and its process outlive this server
-                        pass_fds=(write_fd,),
-                    )
-        except OSError as exc:
-            os.close(read_fd)
-            mark_lost(c, record, f"cannot start its shim: {exc}")
-            return
-        finally:
-            os.close(write_fd)
-        c.shim_pid = c.popen.pid
-        with contextlib.suppress(Exception):
-            import psutil
-
-            c.shim_ctime = psutil.Process(c.popen.pid).create_time()
-        write_json(c.files.launch, {"shim_pid": c.shim_pid, "shim_create_time": c.shim_ctime})
-        os.set_blocking(read_fd, False)
-        c.watch_fd, c.watch_pipe = read_fd, True
-        self._selector.register(read_fd, selectors.EVENT_READ, c)
+    def _take_spawned(self, spawned: list[Spawned]) -> None:
+        """Adopt the shims the spawner started: watch their notify pipes."""
+        for result in spawned:
+            record = self._pods.get(result.uid)
+            c = next((c for c in record.containers if c.name == result.container), None) if record else None
+            if c is None or record is None:  # cannot happen: a pod is released only once final
+                if result.notify_fd is not None:
+                    os.close(result.notify_fd)
+                if result.popen is not None:
+                    _DETACHED.append(result.popen)
+                continue
+            if result.popen is None or result.notify_fd is None:
+                mark_lost(c, record, result.error)
+                continue
+            c.popen, c.shim_pid, c.shim_ctime = result.popen, result.popen.pid, result.shim_ctime
+            if self._closed:
+                _detach(c)
+                os.close(result.notify_fd)
+                continue
+            c.watch_fd, c.watch_pipe = result.notify_fd, True
+            self._selector.register(result.notify_fd, selectors.EVENT_READ, c)
+            if record.stop is not None and c.state is not CState.TERMINATED:
+                # A stop that came while the shim was being started: it may have started the
+                # process before stop.json existed, so it must hear the signal too.
+                c.popen.send_signal(signal.SIGTERM)
 
     def _watch_pid(self, c: ContainerRecord, pid: int | None) -> None:
         if pid is None or c.state is CState.TERMINATED:
@@ -469,6 +501,14 @@ class LocalRuntime(
                 time.sleep(timeout)
             return
         for key, _ in self._selector.select(timeout):
+            if key.data is _SPAWNED:  # the spawner finished starting shims
+                self._take_spawned(self._starter.collect())
+                continue
+            if key.data is _WOKEN:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+                continue
             c: ContainerRecord = key.data
             c.watch_fired = True
             if c.watch_pipe:

@@ -30,7 +30,7 @@ from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
 from muster.server.access.guard import Requirement, access_of, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
-from muster.server.views import StoreSource, manager_of
+from muster.server.views import insight_source, manager_of
 
 __all__ = ["INSIGHT_PREFIX", "router"]
 
@@ -60,7 +60,7 @@ def why(
             f"cannot explain a {info.kind}; ask about a TrainingJob, a Workflow, a Workload, a Pod, "
             "an Experiment or an InferenceService",
         )
-    source = StoreSource(request.app.state.store, request.app)
+    source = insight_source(request.app)
     obj = source.get(info.kind, name, namespace)
     if obj is None:
         raise ApiError(404, f"{info.kind} {namespace}/{name} not found")

@@ -52,6 +52,27 @@ def _kill_group(pid: int) -> None:
 
 
 class TestReadoptionInProcess:
+    def test_a_launch_whose_shim_never_started_is_started_once_by_the_next_runtime(
+        self, new_runtime, tmp_path, monkeypatch
+    ):
+        a = new_runtime()
+        # The runtime dies after recording the launch, before its spawner started the shim.
+        monkeypatch.setattr(a._starter, "spawn", lambda uid, files: None)
+        marks = tmp_path / "runs"
+        pod = launch("late", Container("main", ("sh", "-c", f"echo run >> {marks}")))
+        a.start(pod, DeviceBinding())
+        a.close()
+        assert not marks.exists()
+        monkeypatch.undo()
+        b = new_runtime()
+        final = Watcher(b).wait_final(pod.ref)
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+        assert marks.read_text() == "run\n"
+        b.close()
+        again = new_runtime()  # a third runtime finds it ended: nothing starts twice
+        assert {s.ref.uid: s.phase for s in again.pods()} == {pod.ref.uid: PodPhase.SUCCEEDED}
+        assert marks.read_text() == "run\n"
+
     def test_runtime_b_sees_running_pods_and_their_later_end(self, new_runtime, tmp_path):
         a = new_runtime()
         long_gate, quick_gate = tmp_path / "long", tmp_path / "quick"

@@ -11,6 +11,7 @@ import pytest
 from muster.runtime.base import Container, DeviceBinding, LaunchError, PodPhase, Volume, VolumeMount
 from muster.runtime.local import volumes as volumes_module
 from muster.runtime.local.volumes import volume_env_name
+from muster.testing import wait_for
 from tests.runtime.local.conftest import launch, py, run_pod
 
 # Prints where MUSTER_VOLUME_* point and writes a file into each.
@@ -60,8 +61,10 @@ class TestVolumeKinds:
         assert directory == muster_home / "volumes" / "emptydir" / "u-1" / "tmp"
         assert (directory / "written-by-scratch").exists()
         runtime.release(runtime.pods()[0].ref)
-        assert not directory.exists()
-        assert not (muster_home / "volumes" / "workdir" / "u-1").exists()
+        wait_for(lambda: not directory.exists(), timeout=10, what="the emptyDir to go")
+        wait_for(
+            lambda: not (muster_home / "volumes" / "workdir" / "u-1").exists(), timeout=10, what="workdir"
+        )
 
     def test_memory_medium_lives_on_dev_shm_and_is_linked_from_the_volume_area(self, runtime, muster_home):
         if not volumes_module._writable(volumes_module.SHM):
@@ -77,7 +80,7 @@ class TestVolumeKinds:
         assert directory == Path("/dev/shm") / f"muster-{os.getuid()}" / "u-shm" / "fast"
         assert (muster_home / "volumes" / "emptydir" / "u-shm" / "fast").resolve() == directory
         runtime.release(runtime.pods()[0].ref)
-        assert not directory.exists()
+        wait_for(lambda: not directory.exists(), timeout=10, what="the memory emptyDir to go")
 
     def test_memory_medium_falls_back_to_disk_with_a_warning(
         self, runtime, muster_home, monkeypatch, tmp_path

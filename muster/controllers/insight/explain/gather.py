@@ -33,6 +33,9 @@ class Source(Protocol):
         """The last ``lines`` lines of the pod's log; empty when there is none to read."""
         ...
 
+    # Optional: ``events_about(objs) -> list[Obj]``, the Events about ``objs`` (else every
+    # Event of the namespace is listed and explain picks).
+
 
 def gather(source: Source, obj: Obj, tail: int = 20, now: float | None = None) -> WhyContext:
     """Everything :func:`explain` looks at, around ``obj`` (a TrainingJob, Workload or Pod)."""
@@ -59,7 +62,9 @@ def gather(source: Source, obj: Obj, tail: int = 20, now: float | None = None) -
     ctx.cluster_queues = source.list("ClusterQueue")
     ctx.local_queues = source.list("LocalQueue")
     ctx.workloads = source.list("Workload")
-    ctx.events = source.list("Event", ns)
+    about = [o for o in (ctx.job, ctx.workload, *ctx.pods) if o is not None]
+    events_about = getattr(source, "events_about", None)  # a source that can find them directly
+    ctx.events = events_about(about) if events_about is not None else source.list("Event", ns)
     if ctx.workload is not None and is_pending(ctx.workload):
         # A waiting Workload's per-node breakdown and what-if simulation need the cluster.
         ctx.nodes = source.list("Node")

@@ -1,0 +1,156 @@
+"""Starting shims and removing released pods' files off the runtime's thread.
+
+Starting a shim is a round trip to the zygote (:mod:`muster.runtime.local.spawner`), or a fork
+and exec of a Python interpreter where no zygote serves, and removing a released pod's
+directories is a handful of unlinks: each costs milliseconds, and a burst of pods would spend
+them one after the other on the one thread that runs the control plane. The
+:class:`ShimStarter` runs them on worker threads instead, so :meth:`LocalRuntime.start` returns
+once the launch is recorded on disk (crash safety does not depend on the shim being started:
+a launch whose shim never started is found by readoption) and many shims start at once.
+
+Results come back to the runtime's thread: a finished spawn writes a byte to a pipe the
+runtime's selector watches, and :meth:`ShimStarter.collect` hands over the shims started since
+the last call, so that only the runtime's thread ever touches its records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from muster.runtime.local.files import ContainerFiles, write_json
+from muster.runtime.local.shim import command as shim_command
+from muster.runtime.local.spawner import ShimProcess, Spawner
+
+__all__ = ["ShimStarter", "Spawned"]
+
+_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """A shim started for container ``container`` of pod ``uid`` (or why it could not be)."""
+
+    uid: str
+    container: str
+    popen: subprocess.Popen[bytes] | ShimProcess | None
+    notify_fd: int | None  # the read end of the shim's notify pipe (non-blocking)
+    shim_ctime: float | None
+    error: str = ""
+
+
+class ShimStarter:
+    """Worker threads that start shims (through ``zygote`` when it serves) and run clean-ups;
+    see the module docstring."""
+
+    def __init__(self, zygote: Spawner, workers: int = _WORKERS) -> None:
+        self._zygote = zygote
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="muster-spawn")
+        # One thread for clean-ups, so that they run in the order asked.
+        self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="muster-cleanup")
+        self._done: queue.SimpleQueue[Spawned] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._closed = False
+
+    @property
+    def wake_fd(self) -> int:
+        """Readable once a spawn has finished (``collect`` drains it)."""
+        return self._wake_r
+
+    @property
+    def pending(self) -> int:
+        """Spawns asked for whose results were not collected yet."""
+        with self._lock:
+            return self._pending
+
+    def spawn(self, uid: str, files: ContainerFiles) -> None:
+        """Start the shim of one container (``files``) of pod ``uid`` on a worker thread."""
+        with self._lock:
+            self._pending += 1
+        self._pool.submit(self._spawn, uid, files)
+
+    def cleanup(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (file removal: never raises for files already gone) on the clean-up thread."""
+        self._cleaner.submit(action)
+
+    def settle(self) -> None:
+        """Wait until every clean-up asked for so far has run."""
+        if not self._closed:
+            self._cleaner.submit(lambda: None).result()
+
+    def collect(self) -> list[Spawned]:
+        """The spawns finished since the last call."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 4096):
+                pass
+        out: list[Spawned] = []
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                break
+        with self._lock:
+            self._pending -= len(out)
+        return out
+
+    def close(self) -> list[Spawned]:
+        """Wait for every spawn and clean-up asked for; the spawns not collected yet."""
+        if self._closed:
+            return []
+        self._closed = True
+        self._pool.shutdown(wait=True)
+        self._cleaner.shutdown(wait=True)
+        left = self.collect()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        return left
+
+    def _spawn(self, uid: str, files: ContainerFiles) -> None:
+        try:
+            spawned = _start_shim(uid, files, self._zygote)
+        except BaseException as exc:  # never lose a result: the runtime waits for it
+            spawned = Spawned(uid, files.container, None, None, None, f"cannot start its shim: {exc}")
+        self._done.put(spawned)
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+
+def _start_shim(uid: str, files: ContainerFiles, zygote: Spawner) -> Spawned:
+    read_fd, write_fd = os.pipe()
+    popen: subprocess.Popen[bytes] | ShimProcess | None
+    try:
+        with open(files.shim_log, "ab") as shim_log:
+            popen = zygote.spawn(files.pod_dir, files.container, write_fd, shim_log.fileno())
+            if popen is None:  # no zygote here: a shim of its own
+                popen = subprocess.Popen(
+                    shim_command(files.pod_dir, files.container, "--notify-fd", str(write_fd)),
+                    stdin=subprocess.DEVNULL,
+                    stdout=shim_log,
+                    stderr=subprocess.STDOUT,
+                    cwd=files.pod_dir,
+                    start_new_session=True,  # the shim and its process outlive this server
+                    pass_fds=(write_fd,),
+                )
+    except OSError as exc:
+        os.close(read_fd)
+        return Spawned(uid, files.container, None, None, None, f"cannot start its shim: {exc}")
+    finally:
+        os.close(write_fd)
+    ctime = None
+    with contextlib.suppress(Exception):
+        import psutil
+
+        ctime = psutil.Process(popen.pid).create_time()
+    write_json(files.launch, {"shim_pid": popen.pid, "shim_create_time": ctime})
+    os.set_blocking(read_fd, False)
+    return Spawned(uid, files.container, popen, read_fd, ctime)

@@ -1,0 +1,356 @@
+"""One write transaction of the SQL store: many writes, a handful of statements.
+
+A transaction locks the revision row first (see :mod:`muster.store.schema`), then applies the
+Store's write rules (:mod:`muster.store.objects`) to an in-memory overlay of the objects it
+touched: each write is checked (Conflict, NotFound, AlreadyExists) and stamped with its own
+revision at once, so the caller gets the stored object back as from a single write. Nothing
+is sent to the database until :meth:`Tx.flush`, which writes every touched object's final
+state and the change log with one batched statement per table. Successive writes of one
+object in one transaction are coalesced in the change log: a watcher sees the object's last
+state (at the last write's revision) in place of every intermediate one. Revisions of the
+coalesced writes are simply absent from the log, which a watcher (``revision > last``) never
+notices.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Connection, delete, select, text, tuple_, update
+
+from muster.store import schema
+from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
+from muster.store.objects import (
+    check_version,
+    merge_apply,
+    new_object,
+    object_key,
+    with_revision,
+)
+from muster.util import size_text
+
+__all__ = ["Driver", "Tx", "describe", "load", "not_found"]
+
+Key = tuple[str, str, str | None]  # (kind, name, namespace): object_key's order
+ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+# Row-value IN lists stay well below SQLite's bound-parameter limit (three per key).
+_KEYS_PER_QUERY = 500
+_o = schema.objects.c
+# The statements a write runs per object go to the driver as plain SQL: SQLAlchemy's own
+# execution path costs several times the statement itself, and a pass runs thousands.
+_OBJECT_COLUMNS = "kind, namespace, name, uid, resource_version, generation, labels, data"
+_SQL = {
+    "select": "SELECT data FROM objects WHERE kind = {p} AND namespace = {p} AND name = {p}",
+    "insert": f"INSERT INTO objects ({_OBJECT_COLUMNS}) VALUES ({', '.join(['{p}'] * 8)})",
+    "update": (
+        "UPDATE objects SET uid = {p}, resource_version = {p}, generation = {p}, labels = {p}, data = {p} "
+        "WHERE kind = {p} AND namespace = {p} AND name = {p}"
+    ),
+    "delete": "DELETE FROM objects WHERE kind = {p} AND namespace = {p} AND name = {p}",
+    "log": (
+        f"INSERT INTO changes (revision, type, kind, namespace, name, data) VALUES ({', '.join(['{p}'] * 6)})"
+    ),
+}
+_PARAMSTYLE = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+@dataclass
+class _Version:
+    """An object as this transaction left it: the object (None once deleted) and its JSON."""
+
+    obj: Obj | None
+    data: str = ""
+
+
+@dataclass
+class _Change:
+    type: ChangeType
+    key: Key
+    revision: int
+    data: str
+
+
+class Tx:
+    """One write transaction over ``conn`` (which the caller commits or rolls back)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        retention: int,
+        notify_channel: str | None = None,
+        max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
+    ) -> None:
+        self.conn = conn
+        self.driver = Driver(conn)
+        self.retention = retention
+        self.notify_channel = notify_channel
+        self.max_object_bytes = max_object_bytes
+        q = select(schema.revision.c.value, schema.revision.c.compacted).where(schema.revision.c.id == 1)
+        self.revision, self.compacted = conn.execute(q.with_for_update()).one()
+        self.writes = 0
+        self._base: dict[Key, Obj | None] = {}  # touched keys as the database holds them
+        self._now: dict[Key, _Version] = {}  # touched keys as this transaction leaves them
+        self._changes: list[_Change] = []
+        self._last_change: dict[Key, int] = {}  # key -> index in _changes of its latest change
+
+    @property
+    def changed(self) -> bool:
+        return self.writes > 0
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, kind: str, name: str, namespace: str | None) -> Obj | None:
+        """The object as this transaction sees it (a fresh copy the caller may edit)."""
+        key = (kind, name, namespace or None)
+        version = self._now.get(key)
+        if version is not None:
+            return None if version.obj is None else json.loads(version.data)
+        if key in self._base:
+            base = self._base[key]
+            return None if base is None else _copy(base)
+        return self.driver.load(kind, name, namespace)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, obj: Obj) -> Obj:
+        key = _norm(object_key(obj))
+        if self._current(key) is not None:
+            kind, name, ns = key
+            raise AlreadyExists(
+                f"{describe(kind, name, ns)} already exists; use update or apply to change it"
+            )
+        return self._record("ADDED", key, new_object(obj, self._next(), str(uuid.uuid4())))
+
+    def modify(self, obj: Obj, merge: Callable[[Obj, Obj], Obj | None]) -> Obj:
+        key = _norm(object_key(obj))
+        stored = self._stored(key)
+        check_version(stored, obj["metadata"].get("resourceVersion"))
+        out = merge(stored, obj)
+        if out is None:  # a no-op write keeps the resourceVersion, as in Kubernetes
+            return _copy(stored)
+        return self._record("MODIFIED", key, with_revision(out, self._next()))
+
+    def delete(self, kind: str, name: str, namespace: str | None, resource_version: str | None) -> Obj:
+        key = (kind, name, namespace or None)
+        stored = self._stored(key)
+        check_version(stored, resource_version)
+        return self._record("DELETED", key, with_revision(_copy(stored), self._next()))
+
+    def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
+        """Create or update each object in order (one read of what exists for the lot)."""
+        keys = [_norm(object_key(obj)) for obj in objs]
+        self._prefetch(keys)
+        results: list[ApplyResult] = []
+        for obj, key in zip(objs, keys, strict=True):
+            stored = self._current(key)
+            if stored is None:
+                out = self._record("ADDED", key, new_object(obj, self._next(), str(uuid.uuid4())))
+                results.append(ApplyResult(out, "created"))
+                continue
+            check_version(stored, obj["metadata"].get("resourceVersion"))
+            merged = merge_apply(stored, obj)
+            if merged is None:
+                results.append(ApplyResult(_copy(stored), "unchanged"))
+                continue
+            out = self._record("MODIFIED", key, with_revision(merged, self._next()))
+            results.append(ApplyResult(out, "configured"))
+        return results
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send every write to the database (the caller commits)."""
+        if not self.changed:
+            return
+        inserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        deletes: list[tuple[Any, ...]] = []
+        for key, version in self._now.items():
+            existed = self._base.get(key) is not None
+            if version.obj is None:
+                if existed:
+                    deletes.append(_key_params(key))
+            elif existed:
+                updates.append(_row(version.obj, version.data)[3:] + _key_params(key))
+            else:
+                inserts.append(_row(version.obj, version.data))
+        # Deletes first: a name deleted and created again in one transaction is an update.
+        self.driver.many("delete", deletes)
+        self.driver.many("update", updates)
+        self.driver.many("insert", inserts)
+        self.driver.many("log", [_change_row(c) for c in self._changes])
+        values: dict[str, int] = {"value": self.revision}
+        # Compact in steps of a tenth of the retention, so most transactions skip the DELETE.
+        if self.revision - self.compacted > self.retention + max(1, self.retention // 10):
+            values["compacted"] = self.revision - self.retention
+            self.conn.execute(delete(schema.changes).where(schema.changes.c.revision <= values["compacted"]))
+        self.conn.execute(update(schema.revision).where(schema.revision.c.id == 1).values(**values))
+        if self.notify_channel is not None:
+            # Delivered to listeners at COMMIT (PostgreSQL), so a watcher never reads ahead of it.
+            self.conn.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": self.notify_channel, "payload": str(self.revision)},
+            )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _next(self) -> int:
+        self.revision += 1
+        self.writes += 1
+        return self.revision
+
+    def _current(self, key: Key) -> Obj | None:
+        """The object as this transaction sees it now (shared: not to be edited)."""
+        version = self._now.get(key)
+        if version is not None:
+            return version.obj
+        if key not in self._base:
+            self._base[key] = self.driver.load(*key)
+        return self._base[key]
+
+    def _stored(self, key: Key) -> Obj:
+        stored = self._current(key)
+        if stored is None:
+            raise NotFound(not_found(*key))
+        return stored
+
+    def _record(self, type_: ChangeType, key: Key, obj: Obj) -> Obj:
+        """Keep the write's result; returns it as a copy of its own (``obj`` shares parts with
+        the caller's input and the stored object: see :mod:`muster.store.objects`)."""
+        if key not in self._now and key not in self._base:
+            self._base[key] = self.driver.load(*key)
+        data = _dumps(obj)
+        if type_ != "DELETED":
+            try:
+                _check_size(key, data, self.max_object_bytes)
+            except TooLarge:
+                self.revision -= 1  # the revision _next() handed this write is not used
+                self.writes -= 1
+                raise
+        obj = json.loads(data)
+        self._now[key] = _Version(None if type_ == "DELETED" else obj, data)
+        revision = int(obj["metadata"]["resourceVersion"])
+        last = self._last_change.get(key)
+        if type_ == "MODIFIED" and last is not None and self._changes[last].type != "DELETED":
+            # The same incarnation changed again: its one log entry carries the last state.
+            previous = self._changes[last]
+            self._changes[last] = _Change(previous.type, key, revision, data)
+            return obj
+        self._last_change[key] = len(self._changes)
+        self._changes.append(_Change(type_, key, revision, data))
+        return obj
+
+    def _prefetch(self, keys: Sequence[Key]) -> None:
+        """Read the untouched ``keys`` in a few statements rather than one each."""
+        wanted = sorted({(k, ns or "", n) for k, n, ns in keys if (k, n, ns) not in self._now})
+        found: dict[Key, Obj] = {}
+        for start in range(0, len(wanted), _KEYS_PER_QUERY):
+            chunk = wanted[start : start + _KEYS_PER_QUERY]
+            q = select(_o.data).where(tuple_(_o.kind, _o.namespace, _o.name).in_(chunk))
+            for (data,) in self.conn.execute(q):
+                obj = json.loads(data)
+                found[_norm(object_key(obj))] = obj
+        for kind, ns, name in wanted:
+            key = (kind, name, ns or None)
+            self._base.setdefault(key, found.get(key))
+
+
+class Driver:
+    """The store's per-object statements, run straight on the transaction's DBAPI connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        db = conn.connection.driver_connection
+        assert db is not None
+        self.db: Any = db
+        mark = _PARAMSTYLE[conn.dialect.paramstyle]
+        self.sql = {name: sql.format(p=mark) for name, sql in _SQL.items()}
+
+    def load(self, kind: str, name: str, namespace: str | None) -> Obj | None:
+        """The stored object, or None."""
+        cur = self.db.cursor()
+        try:
+            cur.execute(self.sql["select"], (kind, namespace or "", name))
+            row = cur.fetchone()
+        finally:
+            cur.close()
+        return None if row is None else json.loads(row[0])
+
+    def many(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        cur = self.db.cursor()
+        try:
+            cur.executemany(self.sql[statement], rows)
+        finally:
+            cur.close()
+
+
+def load(conn: Connection, kind: str, name: str, namespace: str | None) -> Obj | None:
+    """The stored object, or None."""
+    return Driver(conn).load(kind, name, namespace)
+
+
+def describe(kind: str, name: str, namespace: str | None) -> str:
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def not_found(kind: str, name: str, namespace: str | None) -> str:
+    return f"{describe(kind, name, namespace)} not found"
+
+
+def _copy(obj: Obj) -> Obj:
+    return json.loads(_dumps(obj))
+
+
+def _norm(key: Key) -> Key:
+    kind, name, ns = key
+    return kind, name, ns or None
+
+
+def _key_params(key: Key) -> tuple[Any, ...]:
+    kind, name, ns = key
+    return kind, ns or "", name
+
+
+def _change_row(change: _Change) -> tuple[Any, ...]:
+    kind, name, ns = change.key
+    return change.revision, change.type, kind, ns or "", name, change.data
+
+
+def _row(obj: Obj, data: str) -> tuple[Any, ...]:
+    """The objects row (in _OBJECT_COLUMNS' order)."""
+    meta = obj["metadata"]
+    return (
+        obj["kind"],
+        meta.get("namespace") or "",
+        meta["name"],
+        meta["uid"],
+        int(meta["resourceVersion"]),
+        int(meta.get("generation") or 1),
+        _dumps(meta.get("labels") or {}),
+        data,
+    )
+
+
+def _check_size(key: Key, data: str, limit: int) -> None:
+    # A character is 1 to 4 bytes of UTF-8: encode only when the count of characters cannot decide.
+    if len(data) * 4 <= limit:
+        return
+    size = len(data) if len(data) > limit else len(data.encode())
+    if size > limit:
+        raise TooLarge(
+            f"{describe(*key)} is {size_text(size)} as JSON, more than the "
+            f"store's limit of {size_text(limit)} per object; keep large data in volumes or artifacts, "
+            "not in the object",
+            size,
+            limit,
+        )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,66 @@
+"""A manager pass writes in one transaction; the runtime acts only on what is committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from muster.store import Store
+from muster.store.sql import SqlBatch
+from tests.controllers.conftest import Harness, job
+
+
+def test_a_pass_commits_once_with_everything_it_decided(harness: Harness, monkeypatch: pytest.MonkeyPatch):
+    h = harness
+    commits: list[int] = []
+    real = SqlBatch.commit
+
+    def counting(self: SqlBatch) -> int:
+        writes = self.writes
+        revision = real(self)
+        if writes:
+            commits.append(writes)
+        return revision
+
+    h.apply(*(job(f"j{i}", workers=1) for i in range(4)))
+    monkeypatch.setattr(SqlBatch, "commit", counting)
+    before = h.store.revision()
+    h.manager.ctx.cache.caught_up(before, timeout=10)
+    h.manager.run_once(h.rt.poll())
+    # One pass: every job Created/Queued/admitted, its Workload and pod created, the pods'
+    # starts recorded, the Events: one commit (the runtime then started the pods).
+    assert len(commits) == 1 and commits[0] >= 4 * 4
+    assert sorted(h.rt.started) == [f"default/j{i}-worker-0" for i in range(4)]
+    assert h.store.revision() - before >= commits[0]
+
+
+def test_nothing_acts_on_a_pass_that_was_not_stored(sqlite_store: Store, tmp_path: Path, monkeypatch: Any):
+    h = Harness(sqlite_store, tmp_path / "home")
+    try:
+        real = SqlBatch.commit
+        failures = [1]
+
+        def failing(self: SqlBatch) -> int:
+            if failures and self.writes:
+                failures.pop()
+                self.rollback()
+                raise OSError("disk full")
+            return real(self)
+
+        h.apply(job("train", workers=1))
+        monkeypatch.setattr(SqlBatch, "commit", failing)
+        h.manager.ctx.cache.caught_up(h.store.revision(), timeout=10)
+        with pytest.raises(OSError, match="disk full"):
+            h.manager.run_once(h.rt.poll())
+        assert h.rt.started == []  # no process for a start that was never stored
+        cache = h.manager.ctx.cache
+        assert cache.get("Pod", "train-worker-0", "default") is None  # taken back out of the cache
+        assert cache.get("Workload", "train", "default") is None
+        assert h.store.list("Pod").items == []
+        # The next pass decides again from what is stored, and this time it sticks.
+        h.settle(lambda: h.rt.started == ["default/train-worker-0"])
+        assert h.get("Pod", "train-worker-0")["status"]["handle"]["runtime"] == "local"
+    finally:
+        h.close()

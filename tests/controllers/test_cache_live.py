@@ -1,0 +1,64 @@
+"""The cache's index of objects still in play, and deletes preconditioned on the cached version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from muster.controllers.cache import Cache
+from muster.controllers.context import Context
+from muster.store import Store
+from muster.testing.factories import training_job
+
+
+def _cache(store: Store) -> Cache:
+    return Cache(
+        store, kinds=("TrainingJob",), live={"TrainingJob": lambda o: "done" not in o.get("status", {})}
+    )
+
+
+def test_list_live_follows_each_objects_latest_state(sqlite_store: Store):
+    cache = _cache(sqlite_store)
+    a = sqlite_store.create(training_job("a"))
+    b = sqlite_store.create(training_job("b"))
+    cache.observe(a)
+    cache.observe(b)
+    assert sorted(o["metadata"]["name"] for o in cache.list_live("TrainingJob")) == ["a", "b"]
+    finished = sqlite_store.update_status({**a, "status": {"done": True}})
+    cache.observe(finished)
+    assert [o["metadata"]["name"] for o in cache.list_live("TrainingJob")] == ["b"]
+    assert len(cache.list("TrainingJob")) == 2  # still cached, only out of play
+    cache.forget(sqlite_store.delete("TrainingJob", "b", "default"))
+    assert cache.list_live("TrainingJob") == []
+
+
+def test_a_relist_rebuilds_the_live_index(sqlite_store: Store):
+    sqlite_store.create(training_job("a"))
+    done = sqlite_store.create(training_job("b"))
+    sqlite_store.update_status({**done, "status": {"done": True}})
+    cache = _cache(sqlite_store)
+    cache.start()
+    try:
+        assert [o["metadata"]["name"] for o in cache.list_live("TrainingJob")] == ["a"]
+    finally:
+        cache.stop()
+
+
+def test_delete_of_a_changed_or_replaced_object(sqlite_store: Store, tmp_path: Path):
+    cache = Cache(sqlite_store, kinds=("TrainingJob",))
+    ctx = Context(store=sqlite_store, cache=cache, home=tmp_path, clock=lambda: 0.0)
+    old = sqlite_store.create(training_job("j"))
+    newer = sqlite_store.update_status({**old, "status": {"phase": "Running"}})
+    # Changed since the caller looked: not deleted, and the cache now holds the current version.
+    assert ctx.delete(old) is False
+    assert (
+        cache.get("TrainingJob", "j", "default")["metadata"]["resourceVersion"]
+        == newer["metadata"]["resourceVersion"]
+    )
+    # A new incarnation under the same name: the old one is gone, the new one stays.
+    sqlite_store.delete("TrainingJob", "j", "default")
+    again = sqlite_store.create(training_job("j"))
+    assert ctx.delete(newer) is True
+    assert sqlite_store.get("TrainingJob", "j", "default")["metadata"]["uid"] == again["metadata"]["uid"]
+    # The current version: deleted.
+    assert ctx.delete(again) is True
+    assert sqlite_store.list("TrainingJob").items == []

@@ -1,0 +1,80 @@
+"""Retention: Events expire and are capped per object; finished pods of finished jobs beyond a
+threshold go, oldest first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from muster.api.lifecycle import EventSpec
+from muster.store import Store
+from tests.controllers.conftest import Harness, job
+
+
+def _run_to_success(h: Harness, name: str) -> None:
+    h.apply(job(name, workers=1))
+    h.settle(lambda: f"default/{name}-worker-0" in h.rt.started)
+    h.rt.run_all()
+    h.rt.exit(f"default/{name}-worker-0", 0)
+    h.settle(lambda: h.has("TrainingJob", name, "Succeeded"))
+
+
+def _events(h: Harness) -> list[dict]:
+    return h.store.list("Event", "default").items
+
+
+def test_events_expire_after_their_time_to_live(sqlite_store: Store, tmp_path: Path):
+    h = Harness(sqlite_store, tmp_path / "home", resync_seconds=3600, event_ttl_seconds=600)
+    try:
+        _run_to_success(h, "old")
+        assert any(e["involvedObject"]["name"] == "old" for e in _events(h))
+        h.clock.advance(300)
+        _run_to_success(h, "new")
+        h.clock.advance(400)  # "old"'s events are 700 s old, "new"'s 400 s
+        h.settle()
+        names = {e["involvedObject"]["name"] for e in _events(h)}
+        assert "new" in names and "old" not in names
+        h.clock.advance(601)
+        h.settle()
+        assert _events(h) == []
+    finally:
+        h.close()
+
+
+def test_an_object_keeps_its_most_recent_events_only(sqlite_store: Store, tmp_path: Path):
+    h = Harness(sqlite_store, tmp_path / "home", events_per_object=3)
+    try:
+        _run_to_success(h, "train")
+        job_obj = h.job("train")
+        ctx = h.manager.ctx
+        for i in range(5):
+            h.clock.advance(1)
+            with ctx.batch():
+                ctx.event(job_obj, EventSpec("Normal", "Note", f"note {i}"))
+        mine = [e for e in _events(h) if e["involvedObject"]["uid"] == job_obj["metadata"]["uid"]]
+        assert sorted(e["message"] for e in mine) == ["note 2", "note 3", "note 4"]
+        # The index survives a restart: a new manager lists the Events it finds.
+        h.close()
+        h = Harness(sqlite_store, tmp_path / "home", events_per_object=3)
+        assert h.manager.events.known == len(_events(h))
+    finally:
+        h.close()
+
+
+def test_finished_pods_beyond_the_limit_go_oldest_first(sqlite_store: Store, tmp_path: Path):
+    h = Harness(sqlite_store, tmp_path / "home", finished_pod_limit=2)
+    try:
+        for name in ("a", "b", "c"):
+            h.clock.advance(10)
+            _run_to_success(h, name)
+        # A job still running keeps its finished pod whatever the count.
+        h.apply(job("running", workers=2))
+        h.settle(lambda: len([k for k in h.rt.started if k.startswith("default/running")]) == 2)
+        h.rt.run_all()
+        h.rt.exit("default/running-worker-0", 0)
+        h.clock.advance(10)
+        # Four finished pods, two allowed: a's and b's go; the running job's stays (not removable).
+        h.settle(lambda: set(h.pods()) == {"c-worker-0", "running-worker-0", "running-worker-1"})
+        assert h.pods()["running-worker-0"]["status"]["phase"] == "Succeeded"
+        assert h.has("TrainingJob", "a", "Succeeded")  # the job stays; only its pod went
+    finally:
+        h.close()

@@ -1,0 +1,114 @@
+"""Batches: many writes in one transaction (capabilities.Batching), on SQLite and PostgreSQL;
+and PostgreSQL's NOTIFY waking a watcher of another store at once."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+
+from muster.store import Conflict, NotFound, Store, open_store
+from muster.store.capabilities import Batching
+from tests.store.factories import job
+
+
+def test_writes_are_answered_at_once_and_visible_at_commit(store: Store):
+    assert isinstance(store, Batching)
+    before = store.revision()
+    batch = store.batch()
+    a = batch.create(job("a"))
+    b = batch.create(job("b"))
+    assert int(b["metadata"]["resourceVersion"]) == int(a["metadata"]["resourceVersion"]) + 1
+    assert batch.get("TrainingJob", "a", "default") == a  # the batch sees its own writes
+    assert store.revision() == before  # nobody else does yet
+    with pytest.raises(NotFound):
+        store.get("TrainingJob", "a", "default")
+    assert batch.commit() == int(b["metadata"]["resourceVersion"])
+    assert store.get("TrainingJob", "b", "default") == b
+    assert store.revision() == before + 2
+
+
+def test_rollback_forgets_everything(store: Store):
+    store.create(job("kept"))
+    revision = store.revision()
+    batch = store.batch()  # type: ignore[attr-defined]
+    batch.create(job("gone"))
+    batch.delete("TrainingJob", "kept", "default")
+    batch.rollback()
+    assert store.revision() == revision
+    assert store.get("TrainingJob", "kept", "default")
+    with pytest.raises(NotFound):
+        store.get("TrainingJob", "gone", "default")
+    assert list(store.watch(since=revision, timeout=0.2)) == []
+
+
+def test_a_conflict_leaves_the_rest_of_the_batch_intact(store: Store):
+    first = store.create(job("a"))
+    newer = copy.deepcopy(first)
+    newer["spec"]["x"] = 2
+    store.update(newer)
+    batch = store.batch()  # type: ignore[attr-defined]
+    batch.create(job("b"))
+    stale = copy.deepcopy(first)
+    stale["spec"]["x"] = 3
+    with pytest.raises(Conflict):
+        batch.update(stale)
+    batch.commit()
+    assert store.get("TrainingJob", "a", "default")["spec"]["x"] == 2
+    assert store.get("TrainingJob", "b", "default")
+
+
+def test_successive_writes_of_an_object_reach_watchers_as_its_last_state(store: Store):
+    since = store.revision()
+    batch = store.batch()  # type: ignore[attr-defined]
+    created = batch.create(job("a"))
+    status = copy.deepcopy(created)
+    status["status"] = {"phase": "one"}
+    middle = batch.update_status(status)
+    status = copy.deepcopy(middle)
+    status["status"] = {"phase": "two"}
+    last = batch.update_status(status)
+    other = batch.create(job("b"))
+    batch.commit()
+    events = list(store.watch(since=since, timeout=0.3))
+    assert [(e.type, e.object["metadata"]["name"]) for e in events] == [("ADDED", "a"), ("ADDED", "b")]
+    assert events[0].object == last and events[0].revision == int(last["metadata"]["resourceVersion"])
+    assert events[1].object == other
+    # A watch resuming from an intermediate version still gets what came after it.
+    resumed = list(store.watch(since=middle["metadata"]["resourceVersion"], timeout=0.3))
+    assert [e.object["metadata"]["name"] for e in resumed] == ["a", "b"]
+
+
+def test_deleted_and_created_again_in_one_batch(store: Store):
+    old = store.create(job("a"))
+    since = store.revision()
+    batch = store.batch()  # type: ignore[attr-defined]
+    batch.delete("TrainingJob", "a", "default")
+    new = batch.create(job("a", x=9))
+    batch.commit()
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert store.get("TrainingJob", "a", "default") == new
+    events = [(e.type, e.object["metadata"]["uid"]) for e in store.watch(since=since, timeout=0.3)]
+    assert events == [("DELETED", old["metadata"]["uid"]), ("ADDED", new["metadata"]["uid"])]
+
+
+@pytest.mark.postgres
+def test_postgres_watch_is_woken_by_another_store_at_once(postgres_server):
+    url = postgres_server.create_database()
+    # Polling every minute: only a notification can deliver the change within seconds.
+    watcher = open_store(url, poll_interval=60)
+    writer = open_store(url)
+    try:
+        watch = watcher.watch(since=watcher.revision(), timeout=30)
+        listener = watcher._listener  # type: ignore[attr-defined]
+        assert listener is not None and listener.wait_listening(10)
+        started = time.monotonic()
+        writer.create(job("far"))
+        event = next(watch)
+        assert event.object["metadata"]["name"] == "far"
+        assert time.monotonic() - started < 5
+        watch.close()  # type: ignore[attr-defined]
+    finally:
+        writer.close()
+        watcher.close()
