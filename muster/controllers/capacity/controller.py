@@ -20,9 +20,8 @@ from muster.controllers.capacity.interruption import interrupt
 from muster.controllers.capacity.ledger import Ledger
 from muster.controllers.capacity.providers import Providers
 from muster.controllers.context import Context
-from muster.controllers.scheduling.defaults import sync_default_cluster_queue
+from muster.controllers.nodes.registration import sync_default_queue
 from muster.runtime.kubernetes.config import KubernetesConfig
-from muster.store.base import StoreError
 
 __all__ = ["CapacityController"]
 
@@ -95,15 +94,7 @@ class CapacityController:
             self._plan_timer = True
             self.ctx.timers.at(self._next_plan, ("NodePool", "", ""))
         if full or any(k[0] == "NodePool" for k in changed):
-            try:
-                cache = self.ctx.cache
-                synced = sync_default_cluster_queue(
-                    self.ctx.writer(), cache.list("Node"), cache.list("NodePool")
-                )
-                if synced is not None:
-                    self.ctx.cache.observe(synced)
-            except StoreError:
-                log.exception("could not sync the default ClusterQueue's quota")
+            sync_default_queue(self.ctx)
         self.ledger.reconcile(changed, full)
         if full:
             self.claims.collect_orphans(self.ctx.cache.list("NodeClaim"))

@@ -26,11 +26,23 @@ from muster.controllers.scheduling.defaults import sync_default_cluster_queue
 from muster.runtime.base import NodeInfo, Runtime, SupportsNodeWatch
 from muster.store.base import StoreError
 
-__all__ = ["NodeController", "node_status"]
+__all__ = ["NodeController", "node_status", "sync_default_queue"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+
+def sync_default_queue(ctx: Context) -> None:
+    """Set the managed default ClusterQueue's quota to what the cached Nodes and NodePools
+    offer (a failed write is logged: the next change or resync tries again)."""
+    try:
+        nodes, pools = ctx.cache.list("Node"), ctx.cache.list("NodePool")
+        synced = sync_default_cluster_queue(ctx.writer(), nodes, pools)
+        if synced is not None:
+            ctx.cache.observe(synced)
+    except StoreError:
+        log.exception("could not sync the default ClusterQueue's quota")
 
 
 class NodeController:
@@ -67,15 +79,7 @@ class NodeController:
         if isinstance(self.runtime, SupportsNodeWatch):
             resized |= self._remove_gone(set(self._addresses))
         if resized:
-            try:
-                cache = self.ctx.cache
-                synced = sync_default_cluster_queue(
-                    self.ctx.writer(), cache.list("Node"), cache.list("NodePool")
-                )
-                if synced is not None:
-                    self.ctx.cache.observe(synced)
-            except StoreError:
-                log.exception("could not sync the default ClusterQueue's quota")
+            sync_default_queue(self.ctx)
 
     def _sync_node(self, info: NodeInfo, now: float) -> bool:
         current = self.ctx.cache.get("Node", info.name)
