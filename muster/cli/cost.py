@@ -50,7 +50,7 @@ def cost(
         str | None, typer.Option("--from", help="Window start: RFC 3339 or YYYY-MM-DD (UTC).")
     ] = None,
     end: Annotated[
-        str | None, typer.Option("--to", help="Window end: RFC 3339 or YYYY-MM-DD (UTC) [now].")
+        str | None, typer.Option("--to", help="Window end: RFC 3339 or YYYY-MM-DD (UTC) \\[now].")
     ] = None,
     spread_idle: Annotated[
         bool,

@@ -129,7 +129,9 @@ class Context:
         """Store the writes made so far, then run the actions that waited for them (which may
         write again: those are committed too)."""
         for _ in range(100):
-            if self._batch is not None and self._batch.writes:
+            # Even with no write made: a write that failed (NotFound, Conflict) has still begun
+            # the transaction, which holds the store's write lock until it ends.
+            if self._batch is not None:
                 try:
                     self._batch.commit()
                 except BaseException:

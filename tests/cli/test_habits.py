@@ -13,6 +13,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from muster.api import registry
+from muster.cli.app import load_all
 from muster.cli.main import app
 from muster.cli.output import Table
 from muster.sdk.client import discover
@@ -227,6 +228,7 @@ def _help_texts(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[st
 
 def test_help_prints_bracketed_text_as_written():
     """Rich markup must not eat ``[worker-1]`` (or any other bracketed example) in --help."""
+    load_all()  # every verb's help, not only those some earlier test happened to load
     command = get_command(app)
     checked = 0
     for path, text in _help_texts(command):

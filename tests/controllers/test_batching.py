@@ -64,3 +64,15 @@ def test_nothing_acts_on_a_pass_that_was_not_stored(sqlite_store: Store, tmp_pat
         assert h.get("Pod", "train-worker-0")["status"]["handle"]["runtime"] == "local"
     finally:
         h.close()
+
+
+def test_a_pass_whose_only_write_failed_still_ends_its_transaction(harness: Harness):
+    from muster.store.base import NotFound
+
+    ctx = harness.manager.ctx
+    with ctx.batch(), pytest.raises(NotFound):
+        ctx.writer().delete("TrainingJob", "never-was", "default")
+    # The failed delete began the transaction; had the pass not ended it, the store's write
+    # lock would still be held and this write would wait forever.
+    harness.apply(job("after", workers=1))
+    assert harness.store.get("TrainingJob", "after", "default")
