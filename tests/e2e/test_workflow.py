@@ -54,7 +54,8 @@ def test_cli_apply_get_describe_retry_and_logs(muster_home: Path, tmp_path: Path
         assert cli("apply", "-f", str(tmp_path / "wf.yaml")).exit_code == 0
         wait_phase(client, "wf", ("Failed",))
         listed = cli("get", "workflows")
-        assert listed.stdout.split("\n")[1].split()[:3] == ["wf", "Failed", "3/3"]
+        # Argo counts progress as the runs that ended well: hello only (flaky failed, last omitted).
+        assert listed.stdout.split("\n")[1].split()[:3] == ["wf", "Failed", "1/3"]
         shown = cli("get", "workflow", "wf").stdout
         rows = {line.split()[0]: line.split() for line in shown.splitlines()[3:] if line.strip()}
         assert (
