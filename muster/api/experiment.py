@@ -1,6 +1,6 @@
 """Experiment: hyperparameter search whose trials are ordinary TrainingJobs in the queues.
 
-The spec is Katib's ``kubeflow.org/v1beta1`` Experiment spec (reference/experiments.md §1),
+The spec is Katib's ``kubeflow.org/v1beta1`` Experiment spec,
 so a Katib manifest converts field for field (:mod:`muster.api.compat.katib`); numbers may be
 written as numbers or as Katib's strings. Muster adds ``queueName`` and ``priorityClassName``
 (every trial's job carries them), the ``asha`` algorithm and early-stopping rule, and a

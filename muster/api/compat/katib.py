@@ -1,4 +1,4 @@
-"""Katib's ``kubeflow.org/v1beta1 Experiment`` as a Muster Experiment (reference/experiments.md §1).
+"""Katib's ``kubeflow.org/v1beta1 Experiment`` as a Muster Experiment.
 
 The spec maps field for field; what changes:
 
