@@ -237,7 +237,7 @@ class _Admitter:
                 if a.mode != Mode.PREEMPT and id(a) not in failed:
                     continue
                 ctx = PreemptionCtx(c, w, node, a, self._items(w, plan, a))
-                targets = find_targets(ctx)
+                targets = self._targets(ctx, node, a)
                 if not targets:
                     continue
                 placed = self._place(w, plan, a)
@@ -400,6 +400,27 @@ class _Admitter:
             self.c.tree.add_usages(node, amounts)
             self._reserved.append((node, amounts))
             self._rekey(node)
+
+    def _targets(self, ctx: PreemptionCtx, node: QuotaNode, a: Assignment) -> list[Target] | None:
+        """Victims for ``a`` chosen as if nothing were reserved, as Kueue chooses them before
+        any reservation is made: a reservation is not usage, so it must not make its queue
+        look like it borrows (and its workloads reclaimable). The preemptor must still fit
+        with the reservations in place, or it preempts no one."""
+        if not self._reserved:
+            return find_targets(ctx)
+        tree = self.c.tree
+        for rnode, amounts in self._reserved:
+            tree.add_usages(rnode, amounts, sign=-1)
+        try:
+            targets = find_targets(ctx)
+        finally:
+            for rnode, amounts in self._reserved:
+                tree.add_usages(rnode, amounts)
+        if targets and not tree.fits(node, a.usage, a.borrow):
+            for t in reversed(targets):
+                self.c.restore(t.info)
+            return None
+        return targets
 
     def _end_round(self) -> None:
         """Lift the round's reservations, but a StrictFIFO queue's: its head stays the head."""
