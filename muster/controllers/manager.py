@@ -359,7 +359,8 @@ class Manager:
             self.nodes.sync()
             self.executor.set_nodes(self.nodes.addresses())
         for future, device in answered:
-            future.set_result(device)  # the node's status is written: the caller sees it
+            # answered once the node's status is stored, so the caller reads what it was told
+            ctx.after_commit(lambda f=future, d=device: f.set_result(d))
         # What the steps so far stored (pod statuses, nodes): every later step looks at it now.
         self._take(changed, taken)
         if full or synced or any(k[0] == "Node" for k in changed):

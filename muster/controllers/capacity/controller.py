@@ -111,9 +111,12 @@ class CapacityController:
                 return took
             took = True
             try:
-                future.set_result(interrupt(self.ctx, node, at, action))
+                claim = interrupt(self.ctx, node, at, action)
             except (KeyError, ValueError) as exc:
                 future.set_exception(exc)
+                continue
+            # answered once the notice is stored: the caller may read it back at once
+            self.ctx.after_commit(lambda f=future, c=claim: f.set_result(c))
 
     def _watching(self, claim: Obj) -> bool:
         """Claims whose step depends on other objects (their Node, its pods) look every pass."""
