@@ -11,6 +11,7 @@ import pytest
 from muster.store import Store, open_store
 from muster.testing import skip_or_fail
 from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_postgres
+from muster.testing.processes import end_processes_under
 
 if TYPE_CHECKING:
     from muster.testing.kubernetes import ControlPlane, NodeRegistry
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private MUSTER_HOME for one test; the server URL and token are cleared."""
+def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private MUSTER_HOME for one test; the server URL and token are cleared. Whatever still
+    runs in it at the end (pods outlive their server by design) is ended."""
     home = tmp_path / "muster-home"
     home.mkdir()
     monkeypatch.setenv("MUSTER_HOME", str(home))
@@ -28,7 +30,8 @@ def muster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("MUSTER_STORE", raising=False)
     monkeypatch.delenv("MUSTER_CONTEXT", raising=False)
     monkeypatch.delenv("MUSTER_CONFIG", raising=False)
-    return home
+    yield home
+    end_processes_under(home)
 
 
 @pytest.fixture

@@ -14,7 +14,37 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["ManagedProcess"]
+__all__ = ["ManagedProcess", "end_processes_under"]
+
+
+def end_processes_under(root: Path, timeout: float = 5.0) -> list[int]:
+    """End this user's processes that work in ``root`` or name it on their command line: the
+    pods (model servers, trainers) a test's ``muster up`` left running, since pods outlive
+    the server by design (a restart re-adopts them). SIGTERM, then SIGKILL after ``timeout``
+    seconds; returns the PIDs found."""
+    base = str(root.resolve())
+    me = os.getpid()
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter(["pid", "uids", "cwd", "cmdline"]):
+        info = proc.info
+        if info["pid"] == me or info["uids"] is None or info["uids"].real != os.getuid():
+            continue
+        cwd = info["cwd"] or ""
+        if cwd == base or cwd.startswith(base + os.sep) or any(base in a for a in info["cmdline"] or ()):
+            found.append(proc)
+    for proc in found:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(found, timeout=timeout)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
+    return [p.pid for p in found]
 
 
 class ManagedProcess:

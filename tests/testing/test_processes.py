@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import psutil
 
 from muster.testing import wait_for
-from muster.testing.processes import ManagedProcess
+from muster.testing.processes import ManagedProcess, end_processes_under
 
 
 def test_stop_ends_the_process_and_its_children(tmp_path: Path) -> None:
@@ -47,3 +48,26 @@ def test_failure_description_names_the_exit_status_and_log(tmp_path: Path) -> No
     assert "broken exited with status 3" in message
     assert "bad flag --x" in message
     assert str(tmp_path / "broken.log") in message
+
+
+def test_what_runs_under_a_home_is_ended_and_nothing_else(tmp_path: Path) -> None:
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    (home / "pods").mkdir(parents=True)
+    elsewhere.mkdir()
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
+    # start_new_session: detached like a pod whose server has gone
+    inside = subprocess.Popen(sleep, cwd=home / "pods", start_new_session=True)
+    outside = subprocess.Popen(sleep, cwd=elsewhere, start_new_session=True)
+    try:
+        wait_for(lambda: psutil.Process(inside.pid).cwd() == str(home / "pods"), what="the pod's cwd")
+
+        ended = end_processes_under(home, timeout=2)
+
+        assert ended == [inside.pid]
+        inside.wait(timeout=10)  # psutil has reaped it already: its status is gone with it
+        assert not psutil.pid_exists(inside.pid)
+        assert outside.poll() is None
+    finally:
+        for proc in (inside, outside):
+            proc.kill()
+            proc.wait()
