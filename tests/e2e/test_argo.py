@@ -44,5 +44,16 @@ def test_an_argo_workflow_runs_as_written(muster_home: Path):
         assert nodes["hello"]["outputs"]["parameters"]["said"] == "hello world"
         assert nodes["numbers"]["outputs"]["parameters"]["result"] == "[1, 2, 3]"
         assert nodes["sleep(2)"]["item"] == 3
-        logs = CliRunner().invoke(app, ["logs", f"workflow/{wf['metadata']['name']}", "--task", "onexit"])
+        name = wf["metadata"]["name"]
+        logs = CliRunner().invoke(app, ["logs", f"workflow/{name}", "--task", "onexit"])
         assert "exit Succeeded" in logs.output
+        tree = CliRunner().invoke(app, ["get", "workflow", name, "-o", "tree"])
+        assert tree.exit_code == 0, tree.output
+        lines = [line.split() for line in tree.output.splitlines()]
+        assert ["Status:", "Succeeded"] in lines and ["Progress:", wf["status"]["progress"]] in lines
+        assert [" ✔ " + name, " ├───✔ hello", " ├─┬─✔ loop", " │ │ ├─✔ loop(0)"] == [
+            line.split("   ")[0].rstrip() for line in tree.output.splitlines()[12:16]
+        ]
+        assert " │ ├─○ tails" in tree.output and f" ✔ {name}.onExit" in tree.output
+        wrong = CliRunner().invoke(app, ["get", "trainingjobs", "-o", "tree"])
+        assert wrong.exit_code == 2 and "-o tree goes with `get workflow NAME`" in wrong.output
