@@ -90,7 +90,14 @@ def convert_argo_workflow(doc: Mapping[str, Any]) -> Conversion:
     if not entry:
         raise InvalidObject([FieldError("spec.entrypoint", "required field is missing")])
     expander = _Expander(_templates(spec), conversion, {k: spec[k] for k in _DEFAULTS if k in spec})
-    expander.call(entry, {"name": entry}, "spec.entrypoint", "", [], None, {}, top=True)
+    # The entrypoint's inputs are the workflow's arguments, by name (as in Argo).
+    given = (
+        (spec.get("arguments") or {}).get("parameters") if isinstance(spec.get("arguments"), dict) else None
+    )
+    names = [p["name"] for p in given or [] if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    arguments = [{"name": n, "value": f"{{{{workflow.parameters.{n}}}}}"} for n in names]
+    entry_call = {"name": entry, "arguments": {"parameters": arguments}}
+    expander.call(entry, entry_call, "spec.entrypoint", "", [], None, {}, top=True)
     native_spec: Obj = {"tasks": expander.tasks}
     if spec.get("onExit"):
         native_spec["onExit"] = expander.exit_handler(spec["onExit"])
@@ -296,7 +303,7 @@ class _Expander:
         deps: list[str],
         when: str | None,
     ) -> str:
-        native = name or str(call.get("name"))
+        native = name or self._native_name(str(call.get("name")), call_path)
         if "withSequence" in call:
             call = {
                 **call,

@@ -495,3 +495,50 @@ def test_native_errors_name_the_argo_paths():
         "spec.templates[1].container.command[1]: unknown reference {{pod.name}}: use "
         "tasks.<task>.outputs.parameters.<name>, inputs.parameters.<name>, workflow.parameters.<name> or item"
     ]
+
+
+def test_the_entrypoint_takes_the_workflow_arguments_as_its_inputs():
+    # Argo's hello-world-parameters: one container template, its input from spec.arguments.
+    doc = argo(
+        container(
+            "whalesay", "echo", "{{inputs.parameters.message}}", inputs={"parameters": [{"name": "message"}]}
+        ),
+        entrypoint="whalesay",
+        arguments={"parameters": [{"name": "message", "value": "hello world"}]},
+    )
+    [task] = validate(doc).obj["spec"]["tasks"]
+    assert task["name"] == "whalesay"
+    assert task["inputs"] == {"parameters": [{"name": "message", "value": "{{workflow.parameters.message}}"}]}
+    inlined = argo(
+        steps(
+            "main",
+            [
+                {
+                    "name": "s",
+                    "template": "t",
+                    "arguments": {"parameters": [{"name": "w", "value": "{{inputs.parameters.m}}"}]},
+                }
+            ],
+            inputs={"parameters": [{"name": "m"}]},
+        ),
+        container("t", "echo", "{{inputs.parameters.w}}", inputs={"parameters": [{"name": "w"}]}),
+        container("Exit_Handler"),
+        arguments={"parameters": [{"name": "m", "value": "hi"}]},
+        onExit="Exit_Handler",
+    )
+    spec = validate(inlined).obj["spec"]
+    assert spec["tasks"][0]["inputs"]["parameters"] == [{"name": "w", "value": "{{workflow.parameters.m}}"}]
+    assert spec["onExit"] == "onexit"
+
+
+def test_an_exit_handler_of_one_step_is_that_step():
+    doc = argo(
+        steps("main", [{"name": "s", "template": "t"}]),
+        steps("exit", [{"name": "notify", "template": "t", "when": "{{workflow.status}} != Succeeded"}]),
+        container("t"),
+        onExit="exit",
+    )
+    spec = validate(doc).obj["spec"]
+    assert spec["onExit"] == "onexit-notify"
+    assert spec["tasks"][-1]["when"] == "{{workflow.status}} != Succeeded"
+    assert "dependencies" not in spec["tasks"][-1]
