@@ -19,7 +19,7 @@ References are translated: ``{{steps.X.outputs.parameters.p}}`` and ``{{tasks.X.
 parameter ``result`` of a task that records its standard output. ``spec.arguments``,
 ``spec.parallelism`` and ``spec.onExit`` (a container/script template, or a steps/dag template
 of one step) map directly; ``spec.retryStrategy``, ``nodeSelector``, ``tolerations``,
-``affinity`` and ``volumes`` are the defaults of every task's. What
+``affinity``, ``volumes`` and ``podMetadata`` are the defaults of every task's. What
 cannot be honoured is kept in the ignored-fields annotation and warned per field (the user's
 path); a template that cannot run at all (``resource``, ``suspend``, ``http``, ...) is an error
 naming it.
@@ -45,7 +45,7 @@ __all__ = ["CONVERTERS", "convert_argo_workflow"]
 
 Obj = dict[str, Any]
 # Workflow spec fields used as every task's default (the rest of what is not mapped is kept).
-_DEFAULTS = ("retryStrategy", "nodeSelector", "tolerations", "affinity", "volumes")
+_DEFAULTS = ("retryStrategy", "nodeSelector", "tolerations", "affinity", "volumes", "podMetadata")
 _MAPPED = frozenset({"entrypoint", "templates", "arguments", "onExit", "parallelism", *_DEFAULTS})
 _CALL_FIELDS = frozenset(
     {
@@ -113,6 +113,8 @@ def convert_argo_workflow(doc: Mapping[str, Any]) -> Conversion:
     for key in sorted(set(spec) - _MAPPED - {"workflowTemplateRef"}):
         conversion.keep(child_path("spec", key), spec[key])
     expander.finish()
+    # A template called from several places warns once.
+    conversion.warnings = list({str(w): w for w in conversion.warnings}.values())
     conversion.doc = {
         "apiVersion": API_VERSION,
         "kind": "Workflow",
@@ -153,7 +155,15 @@ def _templates(spec: Obj) -> dict[str, tuple[str, Obj]]:
         path = child_path("spec.templates", i)
         if not isinstance(t, dict) or not t.get("name"):
             raise InvalidObject([FieldError(child_path(path, "name"), "required field is missing")])
-        found.setdefault(t["name"], (path, t))
+        if t["name"] in found:
+            raise InvalidObject(
+                [
+                    FieldError(
+                        child_path(path, "name"), f"duplicate template name, also at {found[t['name']][0]}"
+                    )
+                ]
+            )
+        found[t["name"]] = (path, t)
     return found
 
 

@@ -90,8 +90,9 @@ def leaf_task(leaf: Leaf, conversion: Conversion, defaults: Obj) -> tuple[Obj, l
     if "volumes" not in pod and defaults.get("volumes") and container.get("volumeMounts"):
         pod["volumes"] = copy.deepcopy(defaults["volumes"])
     template: Obj = {"spec": pod}
-    if isinstance(t.get("metadata"), dict):
-        template["metadata"] = copy.deepcopy(t["metadata"])
+    metadata = t.get("metadata", defaults.get("podMetadata"))
+    if isinstance(metadata, dict):
+        template["metadata"] = copy.deepcopy(metadata)
     task: Obj = {"name": leaf.name, "template": template}
     if leaf.dependencies:
         task["dependencies"] = list(leaf.dependencies)

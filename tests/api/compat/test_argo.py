@@ -542,3 +542,30 @@ def test_an_exit_handler_of_one_step_is_that_step():
     assert spec["onExit"] == "onexit-notify"
     assert spec["tasks"][-1]["when"] == "{{workflow.status}} != Succeeded"
     assert "dependencies" not in spec["tasks"][-1]
+
+
+def test_a_template_called_twice_warns_once_and_pod_metadata_is_every_pods():
+    doc = argo(
+        steps("main", [{"name": "a", "template": "w"}], [{"name": "b", "template": "w"}]),
+        container(
+            "w",
+            "sh",
+            "-c",
+            "echo 1 > /tmp/p",
+            outputs={"parameters": [{"name": "p", "valueFrom": {"path": "/tmp/p"}}]},
+        ),
+        podMetadata={"labels": {"team": "vision"}},
+    )
+    result = validate(doc)
+    assert result.warnings == [
+        "spec.templates[1].outputs.parameters[0].valueFrom.path: /tmp/p is under $MUSTER_OUTPUTS_DIR on "
+        "Muster: the command names it as $(MUSTER_OUTPUTS_DIR)/tmp_p"
+    ]
+    assert [t["template"]["metadata"] for t in result.obj["spec"]["tasks"]] == [
+        {"labels": {"team": "vision"}}
+    ] * 2
+
+
+def test_duplicate_template_names_are_an_error():
+    doc = argo(steps("main", [{"name": "a", "template": "t"}]), container("t"), container("t"))
+    assert errors_of(doc) == ["spec.templates[2].name: duplicate template name, also at spec.templates[1]"]
