@@ -40,7 +40,7 @@ def print_tree(wf: Obj, now: datetime | None = None) -> None:
     pairs = summary(wf, now)
     width = max(len(k) for k, _ in pairs) + 2
     for key, value in pairs:
-        console.print(f"{key + ':':<{width}}{value}", markup=False, highlight=False)
+        console.print(f"{key + ':':<{width}}{value}".rstrip(), markup=False, highlight=False)
     console.print()
     print_rows(HEADERS, tree_rows(wf, now))
 

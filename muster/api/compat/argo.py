@@ -386,15 +386,16 @@ class _Expander:
         translated["name"] = call["name"]
         own_when = translated.get("when")
         both = own_when if when is None else (when if own_when is None else f"({when}) && ({own_when})")
-        native = self._native_name(f"{scope.prefix}{call['name']}", child_path(path, "name"))
+        native = self._native_name(f"{scope.prefix}{call['name']}", child_path(path, "name"), call["name"])
         ends = self.call(call.get("template"), translated, path, native, deps, both, scope.inputs)
         scope.names[call["name"]] = ends
         if len(ends) == 1 and ends[0] == native:
             scope.leaves.add(call["name"])
         return ends
 
-    def _native_name(self, wanted: str, path: str) -> str:
-        """``wanted`` as a DNS-1123 label, unique among the tasks (Argo allows A, B_1, ...)."""
+    def _native_name(self, wanted: str, path: str, written: str | None = None) -> str:
+        """``wanted`` as a DNS-1123 label, unique among the tasks (Argo allows A, B_1, ...);
+        ``written`` is the name in the user's document (``wanted`` less an inlining prefix)."""
         base = re.sub(r"[^a-z0-9-]+", "-", wanted.lower()).strip("-")[:55] or "task"
         name, n = base, 1
         while name in self.names:
@@ -404,7 +405,9 @@ class _Expander:
         if name != wanted:
             self.conversion.warnings.append(
                 FieldError(
-                    path, f"the task is named {name!r} on Muster (task names are DNS-1123 labels)", wanted
+                    path,
+                    f"the task is named {name!r} on Muster (task names are DNS-1123 labels)",
+                    wanted if written is None else written,
                 )
             )
         return name

@@ -569,3 +569,17 @@ def test_a_template_called_twice_warns_once_and_pod_metadata_is_every_pods():
 def test_duplicate_template_names_are_an_error():
     doc = argo(steps("main", [{"name": "a", "template": "t"}]), container("t"), container("t"))
     assert errors_of(doc) == ["spec.templates[2].name: duplicate template name, also at spec.templates[1]"]
+
+
+def test_a_renamed_inlined_task_is_warned_with_the_name_written():
+    doc = argo(
+        steps("main", [{"name": "inner", "template": "d"}]),
+        dag("d", {"name": "Train_Model", "template": "t"}),
+        container("t"),
+    )
+    result = validate(doc)
+    assert [t["name"] for t in result.obj["spec"]["tasks"]] == ["inner-train-model"]
+    assert result.warnings == [
+        "spec.templates[1].dag.tasks[0].name: the task is named 'inner-train-model' on Muster (task names "
+        "are DNS-1123 labels), got 'Train_Model'"
+    ]
