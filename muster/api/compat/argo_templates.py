@@ -6,8 +6,8 @@ What a leaf task becomes (the steps/dag expansion around it is :mod:`muster.api.
   the template's pod fields (``nodeSelector``, ``tolerations``, ``affinity``, ``volumes``,
   ``metadata``, ``priorityClassName``) go to the pod; ``activeDeadlineSeconds`` or ``timeout``
   to the task's ``timeout``; ``retryStrategy`` to the task's; ``memoize`` to ``cache``.
-* ``script`` -> the same container running ``command + [a file holding source]``, as Argo's
-  executor does: a small ``sh`` launcher writes ``source`` to a temporary file first.
+* ``script`` -> the same container running ``command + [a file holding source] + args``, as
+  Argo's executor does: a small ``sh`` launcher writes ``source`` to a temporary file first.
 * ``inputs.parameters`` -> the task's input parameters, valued by the caller's arguments (else
   the template's ``value`` or ``default``); the template keeps ``{{inputs.parameters.x}}``.
 * ``outputs.parameters[].valueFrom.path`` and ``outputs.artifacts[].path`` are absolute paths
@@ -34,8 +34,18 @@ Obj = dict[str, Any]
 RESULT = "result"
 _RESULT_FILE = "argo-result"
 # POSIX sh only (the local runtime expands $(VAR) in command and args, so no $( here).
-_SCRIPT = 'src=$1; shift; f=`mktemp`; printf "%s" "$src" > "$f"; "$@" "$f"; rc=$?; rm -f "$f"; exit $rc'
-_CAPTURE = 'out="$MUSTER_OUTPUTS_DIR/$1"; shift; "$@" > "$out"; rc=$?; cat "$out"; exit $rc'
+# command, then the file holding source, then args (Argo's order): $2 is how many words of
+# command come before the file.
+_SCRIPT = (
+    'src=$1; n=$2; shift 2; f=`mktemp`; printf "%s" "$src" > "$f"; i=0; '
+    'for a; do [ "$i" = "$n" ] && set -- "$@" "$f"; set -- "$@" "$a"; shift; i=`expr $i + 1`; done; '
+    '[ "$i" = "$n" ] && set -- "$@" "$f"; "$@"; rc=$?; rm -f "$f"; exit $rc'
+)
+# Standard output goes to the log as it comes and to the result file; the exit status is the command's.
+_CAPTURE = (
+    'out="$MUSTER_OUTPUTS_DIR/$1"; shift; { "$@"; echo $? > "$out.rc"; } | tee "$out"; '
+    'rc=`cat "$out.rc"`; rm -f "$out.rc"; exit $rc'
+)
 _POD_FIELDS = ("nodeSelector", "tolerations", "affinity", "volumes", "priorityClassName")
 # Template fields the expansion or this module handles; the rest are kept and warned.
 HANDLED = frozenset(
@@ -170,7 +180,8 @@ def _script(container: Obj, path: str) -> None:
         )
     # Argo runs source from a file, where no $(VAR) is expanded: escape it ($$ is a literal $).
     escaped = source.replace("$", "$$")
-    container["command"] = ["sh", "-c", _SCRIPT, "argo-script", escaped, *command, *container.pop("args", [])]
+    args = container.pop("args", [])
+    container["command"] = ["sh", "-c", _SCRIPT, "argo-script", escaped, str(len(command)), *command, *args]
 
 
 def _inputs(leaf: Leaf, container: Obj, conversion: Conversion) -> Obj:

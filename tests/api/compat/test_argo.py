@@ -105,23 +105,29 @@ def test_steps_run_group_after_group_with_parameters_loops_and_results():
     assert to_model(wf).to_dict() == wf
 
 
-def test_script_runs_its_source_from_a_file_with_dollars_kept(tmp_path: Path):
+def test_script_runs_command_then_its_source_file_then_args_with_dollars_kept(tmp_path: Path):
     import subprocess
 
     doc = argo(
         steps("main", [{"name": "s", "template": "py"}]),
         {
             "name": "py",
-            "script": {"image": "python", "command": ["sh"], "source": "v=1; echo $(echo a)${v}x"},
+            "script": {
+                "image": "debian",
+                "command": ["sh", "-e"],
+                "args": ["x", "y"],
+                "source": 'v=1; echo "$(echo a)${v}x $1-$2"',
+            },
         },
     )
     command = tasks_of(validate(doc))["s"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:2] == ["sh", "-c"] and command[-1] == "sh"
-    assert command[-2] == "v=1; echo $$(echo a)$${v}x"  # $$ is a literal $ once the runtime expands $(VAR)
-    # the launcher itself, as the runtime would run it after expanding $$ -> $
+    assert command[:2] == ["sh", "-c"] and command[-5:] == ["2", "sh", "-e", "x", "y"]
+    assert command[-6] == 'v=1; echo "$$(echo a)$${v}x $$1-$$2"'  # $$ is a literal $ once $(VAR) is expanded
+    # the launcher as the runtime runs it, after expanding $$ -> $
     argv = [a.replace("$$", "$") for a in command]
     run = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=tmp_path)
-    assert run.stdout == "a1x\n"
+    assert run.stdout == "a1x x-y\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_dag_dependencies_depends_artifacts_and_names():
@@ -583,3 +589,30 @@ def test_a_renamed_inlined_task_is_warned_with_the_name_written():
         "spec.templates[1].dag.tasks[0].name: the task is named 'inner-train-model' on Muster (task names "
         "are DNS-1123 labels), got 'Train_Model'"
     ]
+
+
+@pytest.mark.parametrize(("script", "code"), [("echo out; echo err >&2", 0), ("echo partial; exit 3", 3)])
+def test_a_read_result_is_the_commands_standard_output_and_keeps_its_exit_status(
+    tmp_path: Path, script: str, code: int
+):
+    import os
+    import subprocess
+
+    doc = argo(
+        steps(
+            "main",
+            [{"name": "a", "template": "t"}],
+            [{"name": "b", "template": "u", "when": "{{steps.a.outputs.result}} == out"}],
+        ),
+        container("t", "sh", "-c", script),
+        container("u"),
+    )
+    task = tasks_of(validate(doc))["a"]
+    assert task["outputs"] == {"parameters": [{"name": "result", "valueFrom": {"path": "argo-result"}}]}
+    argv = task["template"]["spec"]["containers"][0]["command"]
+    env = {**os.environ, "MUSTER_OUTPUTS_DIR": str(tmp_path)}
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == code
+    first = script.split(";")[0].removeprefix("echo ")
+    assert run.stdout == f"{first}\n" and (tmp_path / "argo-result").read_text() == f"{first}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["argo-result"]
