@@ -1,5 +1,6 @@
 """How fast muster.api validates documents: a full PyTorchJob (converted), its native
-TrainingJob, a 4-pod-set Workload, and to_model of a stored TrainingJob.
+TrainingJob, a 4-pod-set Workload, to_model of a stored TrainingJob, and an Argo Workflow
+(converted) beside the native Workflow it becomes.
 
     .venv/bin/python benchmarks/api_validate.py
 """
@@ -47,6 +48,11 @@ def main() -> None:
     _rate("validate TrainingJob (native)", lambda: validate(native))
     _rate("validate Workload (4 pod sets)", lambda: validate(workload))
     _rate("to_model TrainingJob", lambda: to_model(native))
+    argo = yaml.safe_load((ROOT / "tests/e2e/argo-workflow.yaml").read_text())
+    argo_native = validate(argo).obj
+    steps = len(argo_native["spec"]["tasks"])
+    _rate(f"validate Argo Workflow ({steps} tasks)", lambda: validate(argo))
+    _rate(f"validate Workflow ({steps} tasks, native)", lambda: validate(argo_native))
 
 
 if __name__ == "__main__":

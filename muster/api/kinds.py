@@ -66,6 +66,7 @@ CONVERTED: dict[tuple[str, str], str] = {
     ("kubeai.org/v1", "Model"): "InferenceService",
     ("kubeflow.org/v1beta1", "Experiment"): "Experiment",
     ("karpenter.sh/v1", "NodePool"): "NodePool",
+    ("argoproj.io/v1alpha1", "Workflow"): "Workflow",
     ("v1", "Namespace"): "Namespace",
     ("v1", "ResourceQuota"): "ResourceQuota",
     ("v1", "ServiceAccount"): "ServiceAccount",

@@ -55,7 +55,12 @@ def get(
         ),
     ],
     name: Annotated[str | None, typer.Argument(help="Name of one object.", show_default=False)] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help=OUTPUT_HELP)] = "table",
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help=f"{OUTPUT_HELP} For one Workflow also tree (as argo get shows it)."
+        ),
+    ] = "table",
     namespace: NamespaceOpt = "default",
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")] = False,
     selector: Annotated[
@@ -90,6 +95,9 @@ def get(
 ) -> None:
     """List objects of a kind, or show one."""
     with handle_errors():
+        if output == "tree":
+            _tree(kind, name, namespace, server, token, watch)
+            return
         fmt = _output(output)
         key = _sort_key(sort_by)
         if kind.lower() == "all" and "/" not in kind:
@@ -137,6 +145,18 @@ def get(
                     print_objects("Trial", trials, fmt, single=False, namespaces=False)
             if watch:
                 _follow(client, info, ns, name, selector, version, fmt, table, request_timeout)
+
+
+def _tree(
+    kind: str, name: str | None, namespace: str, server: str | None, token: str | None, watch: bool
+) -> None:
+    info, name = resolve_ref(kind, name)
+    if info.kind != "Workflow" or not name or watch:
+        raise BadInput(["error: -o tree goes with `get workflow NAME` (without --watch)"])
+    from muster.cli.workflow_tree import print_tree
+
+    with connect(server, token) as client:
+        print_tree(client.get("Workflow", name, namespace))
 
 
 def _output(text: str) -> OutputFormat:

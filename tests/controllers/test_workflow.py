@@ -170,6 +170,23 @@ def test_fan_out_over_items_and_params_with_aggregated_outputs(harness: Harness)
     assert f.status["progress"] == "6/6"
 
 
+def test_an_input_parameter_of_a_fan_out_may_take_its_item(harness: Harness):
+    # The group itself has no item: its runs resolve the input, each with its own.
+    harness.apply(
+        workflow(
+            "itemin",
+            task(
+                "each",
+                withItems=["a", "b"],
+                inputs={"parameters": [{"name": "word", "value": "w-{{item}}"}]},
+                template=pod("say", "{{inputs.parameters.word}}"),
+            ),
+        )
+    )
+    f = Flow(harness, "itemin")
+    assert f.command("each(0)") == ["say", "w-a"] and f.command("each(1)") == ["say", "w-b"]
+
+
 def test_bad_with_param_errors_the_task(harness: Harness):
     h = harness
     h.apply(

@@ -490,7 +490,10 @@ class _Pass:
             scope.status, _ = main_outcome(self.nodes, self.main)
             scope.failures = failures(self.nodes, self.main)
         for p in (task.get("inputs") or {}).get("parameters") or []:
-            scope.inputs[p["name"]] = scope.resolve(p.get("value") or "")
+            value = p.get("value") or ""
+            if item is NO_ITEM and _mentions_item(value):
+                continue  # a fan-out's group: each of its runs resolves it with its item
+            scope.inputs[p["name"]] = scope.resolve(value)
         return scope
 
     def _input_artifacts(self, task: Obj, scope: Scope) -> dict[str, str]:
