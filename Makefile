@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEST_EXTRAS := dev,torch,sim,k8s,ray,experiments
 # Two workers: the tests that start processes on one, the in-process tests on the other.
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+PYTEST_ARGS ?= -n 2
 
 .PHONY: demo test lint fmt install install-dev bench clean
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import re
 import secrets
 from collections.abc import Iterator
@@ -141,11 +142,12 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
         yield cluster
 
 
-# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). The tests
-# that start real processes (servers, trainers, model servers, the Ray and Kubernetes clusters
-# of the session fixtures) all go to one worker, one at a time as before: two of them at once
-# would compete for the CPU their timing depends on, and the Ray fixture's dashboard port is
-# fixed. The in-process tests share the other worker.
+# `make test` runs the suite on two pytest-xdist workers (`-n 2`). The tests that start real
+# processes (servers, trainers, model servers, the Ray and Kubernetes clusters of the session
+# fixtures) all go to one worker, one at a time as before: two of them at once would compete
+# for the CPU their timing depends on, and the Ray fixture's dashboard port is fixed. The
+# in-process tests share the other worker. (xdist's own `loadgroup` marks do not work with this
+# pytest: the scheduler below groups by path instead.)
 _WITH_PROCESSES = (
     "tests/e2e/",
     "tests/examples/",
@@ -155,10 +157,15 @@ _WITH_PROCESSES = (
     "tests/testing/test_kubernetes.py",
     "tests/cli/test_demo.py",
 )
-_REPO = Path(__file__).resolve().parents[1]
 
+if importlib.util.find_spec("xdist") is not None:
+    from xdist.scheduler import LoadScopeScheduling
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.resolve().relative_to(_REPO).as_posix().startswith(_WITH_PROCESSES):
-            item.add_marker(pytest.mark.xdist_group("processes"))
+    class _ProcessesTogether(LoadScopeScheduling):
+        """Every test is its own unit of work, but the tests with processes are one."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "processes" if nodeid.startswith(_WITH_PROCESSES) else nodeid
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling:
+        return _ProcessesTogether(config, log)
