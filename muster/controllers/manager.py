@@ -80,6 +80,7 @@ from muster.runtime.base import (
     Runtime,
     SupportsCleanup,
     SupportsFaultInjection,
+    SupportsGangStart,
     SupportsLeadership,
     SupportsLogs,
     SupportsNativePods,
@@ -189,7 +190,11 @@ class Manager:
             offered=lambda: self.executor.node_addresses,
             grace_seconds=self.config.node_grace_seconds,
         )
-        self.jobs = TrainingJobController(self.ctx, master_address=self._master_address)
+        self.jobs = TrainingJobController(
+            self.ctx,
+            master_address=self._master_address,
+            staged_start=not isinstance(self.runtime, SupportsGangStart),
+        )
         self.workflows = WorkflowController(self.ctx)
         self.experiments = ExperimentController(
             self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
