@@ -192,3 +192,29 @@ def test_on_a_gang_runtime_the_launcher_is_created_with_its_workers(sqlite_store
         assert "MUSTER_MPI_HOSTFILE" in str(h.pods()["mpi-launcher-0"]["spec"]["containers"][0]["env"])
     finally:
         h.close()
+
+
+def test_a_plain_pod_and_a_batch_job_run_as_one_pod_workloads_through_the_default_queue(harness: Harness):
+    h = harness
+    container = {"name": "main", "command": ["python", "-c", "print(1)"]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo"},
+        "spec": {"containers": [container]},
+    }
+    batch = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "batch"},
+        "spec": {"template": {"spec": {"containers": [container], "restartPolicy": "Never"}}},
+    }
+    h.apply(pod, batch)
+    h.settle(lambda: len(h.rt.pods_by_uid) == 2)
+    for name in ("solo", "batch"):
+        assert h.get("Workload", name)["spec"]["queueName"] == "default"
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "solo", "Running") and h.has("TrainingJob", "batch", "Running"))
+    h.rt.exit("default/solo-worker-0", 0)
+    h.rt.exit("default/batch-worker-0", 0)
+    h.settle(lambda: h.has("TrainingJob", "solo", "Succeeded") and h.has("TrainingJob", "batch", "Succeeded"))
