@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.e2e.jobs import cluster, pod_log, wait_condition
+from tests.e2e.jobs import REPO, cluster, pod_log, wait_condition
 
 pytestmark = pytest.mark.slow
 
@@ -53,8 +54,11 @@ NO_COMMAND = {
 
 
 def test_a_tfjob_runs_with_tf_config_and_a_job_without_command_is_explained(muster_home: Path) -> None:
+    examples = [
+        yaml.safe_load((REPO / "examples" / f"kubeflow-{k}.yaml").read_text()) for k in ("tfjob", "mpijob")
+    ]
     with cluster(muster_home, gpus=1) as (up, client):
-        tf_result, entry_result = client.apply([TFJOB, NO_COMMAND])
+        tf_result, entry_result, *_ = client.apply([TFJOB, NO_COMMAND, *examples])
         assert (tf_result["kind"], tf_result["name"]) == ("TrainingJob", "mnist")
         (warning,) = [w for w in entry_result["warnings"] if ".command" in w]
         assert warning.startswith(
@@ -75,6 +79,17 @@ def test_a_tfjob_runs_with_tf_config_and_a_job_without_command_is_explained(must
         assert configs["mnist-chief-0"]["environment"] == "cloud"
         # The replicas' `python` is this test's virtual environment (the server's), not the system's.
         assert {p["prefix"] for p in printed.values()} == {sys.prefix}
+
+        # The examples run as written.
+        wait_condition(client, "TrainingJob", "tf-hello", "Succeeded", timeout=60)
+        tf_config = json.loads(pod_log(up.home, "tf-hello-worker-0", "tensorflow").removeprefix("TF_CONFIG="))
+        assert (
+            tf_config["task"] == {"type": "worker", "index": 0} and len(tf_config["cluster"]["worker"]) == 2
+        )
+        wait_condition(client, "TrainingJob", "mpi-hello", "Succeeded", timeout=60)
+        assert (
+            pod_log(up.home, "mpi-hello-launcher-0", "mpi") == "np 4 hosts 127.0.0.1:4\n127.0.0.1 slots=4\n"
+        )
 
         wait_condition(client, "TrainingJob", "entry", "Failed", timeout=60)
         why = client.view("why/TrainingJob/default/entry")
