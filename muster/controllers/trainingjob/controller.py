@@ -65,13 +65,17 @@ from muster.controllers.pods.stop import StopReasons, stop_requested, stop_reque
 from muster.controllers.scheduling.priority import PriorityClassMissing, priority_of
 from muster.controllers.scheduling.snapshot import DEFAULT_QUEUE
 from muster.controllers.scheduling.workloads import REQUEUE_EVICTIONS
-from muster.controllers.trainingjob.frameworks import hostfile_text, mpi_hosts
+from muster.controllers.trainingjob.frameworks import (
+    framework,
+    known_ports,
+    replica_endpoints,
+    replica_key,
+    write_hostfile,
+)
 from muster.controllers.trainingjob.pods import (
     GangShape,
     build_pod,
     checkpoint_dir,
-    framework,
-    hostfile_path,
     latest_checkpoint,
     pick_port,
     port_free,
@@ -374,9 +378,10 @@ class _Pass:
         masters = sum(1 for e in expected if e[1] == "Master")
         first = expected[0]
         port = int(wl["metadata"].get("annotations", {}).get(MASTER_PORT_ANNOTATION) or 0)
+        stale = not port or (fresh and not port_free(port))
         ports = self._replica_ports(wl, expected, fresh)
-        if not port or (fresh and not port_free(port)) or ports is not None:
-            if not port or (fresh and not port_free(port)):
+        if stale or ports is not None:
+            if stale:
                 port = pick_port()  # taken meanwhile by something else: the new run needs its own
             changed = copy.deepcopy(wl)
             annotations = changed["metadata"].setdefault("annotations", {})
@@ -387,12 +392,21 @@ class _Pass:
             if wl is None:
                 return
         addr = self.ctl.master_address(self.ns, wl["metadata"]["name"], first[0], first[3]["node"])
-        shape = GangShape(masters, len(expected) - masters, addr, port, *self._where(wl, expected))
+        where = replica_endpoints(
+            self.job,
+            expected,
+            known_ports(wl),
+            lambda pod, node: self.ctl.master_address(self.ns, wl["metadata"]["name"], pod, node),
+        )
+        shape = GangShape(masters, len(expected) - masters, addr, port, *where)
         checkpoints = checkpoint_dir(self.ctx.home, self.job)
         checkpoints.mkdir(parents=True, exist_ok=True)
         if fresh:
             self._note_resume(checkpoints)
-        hostfile = self._write_hostfile(shape) if any(e[1] == "Launcher" for e in missing) else None
+        launcher = any(e[1] == "Launcher" for e in missing)
+        hostfile = (
+            write_hostfile(self.ctx.home, self.job, shape.hosts.get("Worker", ())) if launcher else None
+        )
         restarts = int(self.status.get("restartCount") or 0)
         for name, rtype, index, placement in missing:
             env = training_env(self.job, shape, rtype, index, restarts, checkpoints, hostfile)
@@ -404,36 +418,11 @@ class _Pass:
         afresh or lacks some; None when the Workload's are to be kept (or it needs none)."""
         if framework(self.job) != "TensorFlow":
             return None
-        known = json.loads((wl["metadata"].get("annotations") or {}).get(REPLICA_PORTS_ANNOTATION) or "{}")
-        names = [f"{rtype.lower()}-{index}" for _, rtype, index, _ in expected]
+        known = known_ports(wl)
+        names = [replica_key(rtype, index) for _, rtype, index, _ in expected]
         if not fresh and all(n in known for n in names):
             return None
         return {n: pick_port() for n in names}
-
-    def _where(
-        self, wl: Obj, expected: list[tuple[str, str, int, Obj]]
-    ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[int, ...]]]:
-        """Host and port of every replica by replica type, in index order (TensorFlow, MPI)."""
-        if framework(self.job) == "PyTorch":
-            return {}, {}
-        known = json.loads((wl["metadata"].get("annotations") or {}).get(REPLICA_PORTS_ANNOTATION) or "{}")
-        hosts: dict[str, list[str]] = {}
-        ports: dict[str, list[int]] = {}
-        for name, rtype, index, placement in expected:
-            host = self.ctl.master_address(self.ns, wl["metadata"]["name"], name, placement["node"])
-            hosts.setdefault(rtype, []).append(host)
-            ports.setdefault(rtype, []).append(int(known.get(f"{rtype.lower()}-{index}") or 0))
-        return {k: tuple(v) for k, v in hosts.items()}, {k: tuple(v) for k, v in ports.items()}
-
-    def _write_hostfile(self, shape: GangShape) -> Path:
-        """The MPI Launcher's hostfile, written before the Launcher exists (it reads it at start)."""
-        slots = int(self.job["spec"].get("slotsPerWorker") or 1)
-        path = hostfile_path(self.ctx.home, self.job)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(hostfile_text(mpi_hosts(shape.hosts.get("Worker", ()), slots)))
-        tmp.replace(path)
-        return path
 
     def _note_resume(self, checkpoints: Path) -> None:
         """The first run after a preemption: record whether a checkpoint was there to resume from."""

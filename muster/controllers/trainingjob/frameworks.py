@@ -35,12 +35,80 @@ runs (on a runtime that starts a gang's pods together, all at once), and gets:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["EVALUATOR", "hostfile_text", "mpi_hosts", "mpi_launcher_env", "tf_config"]
+from muster.api.labels import REPLICA_PORTS_ANNOTATION
 
+__all__ = [
+    "EVALUATOR",
+    "framework",
+    "hostfile_path",
+    "hostfile_text",
+    "known_ports",
+    "mpi_hosts",
+    "mpi_launcher_env",
+    "replica_endpoints",
+    "replica_key",
+    "tf_config",
+    "write_hostfile",
+]
+
+Obj = dict[str, Any]
 EVALUATOR = "Evaluator"  # TensorFlow's evaluator: not part of the training cluster
+
+
+def framework(job: Obj) -> str:
+    """The job's framework: PyTorch (the default), TensorFlow or MPI."""
+    return str(job["spec"].get("framework") or "PyTorch")
+
+
+def replica_key(rtype: str, index: int) -> str:
+    """``worker-1``: how a replica is named in the Workload's ports annotation."""
+    return f"{rtype.lower()}-{index}"
+
+
+def known_ports(workload: Obj) -> dict[str, int]:
+    """The per-replica ports a Workload's annotation holds (none for a PyTorch job)."""
+    return json.loads((workload["metadata"].get("annotations") or {}).get(REPLICA_PORTS_ANNOTATION) or "{}")
+
+
+def replica_endpoints(
+    job: Obj,
+    expected: Sequence[tuple[str, str, int, Obj]],
+    ports: Mapping[str, int],
+    address: Callable[[str, str], str],
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[int, ...]]]:
+    """Host and port of every replica by replica type, in index order, for a TensorFlow or
+    MPI job (nothing for PyTorch's); ``expected`` lists (pod, replica type, index, placement),
+    ``address(pod, node)`` is where the gang reaches a pod."""
+    if framework(job) == "PyTorch":
+        return {}, {}
+    hosts: dict[str, list[str]] = {}
+    chosen: dict[str, list[int]] = {}
+    for pod, rtype, index, placement in expected:
+        hosts.setdefault(rtype, []).append(address(pod, placement["node"]))
+        chosen.setdefault(rtype, []).append(int(ports.get(replica_key(rtype, index)) or 0))
+    return {k: tuple(v) for k, v in hosts.items()}, {k: tuple(v) for k, v in chosen.items()}
+
+
+def hostfile_path(home: Path, job: Obj) -> Path:
+    """Where an MPI job's hostfile is written for its Launcher (rewritten by every run)."""
+    meta = job["metadata"]
+    return home / "mpi" / (meta.get("namespace") or "default") / meta["name"] / "hostfile"
+
+
+def write_hostfile(home: Path, job: Obj, worker_hosts: Sequence[str]) -> Path:
+    """Write the hostfile of ``job``'s Workers (atomically: the Launcher reads it as it starts)
+    and return its path."""
+    path = hostfile_path(home, job)
+    hosts = mpi_hosts(worker_hosts, int(job["spec"].get("slotsPerWorker") or 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(hostfile_text(hosts))
+    tmp.replace(path)
+    return path
 
 
 def tf_config(addresses: Mapping[str, Sequence[str]], rtype: str, index: int) -> str:

@@ -48,7 +48,7 @@ from muster.api.labels import (
 from muster.api.podspec import PodTemplateSpec
 from muster.api.resources import pod_requests
 from muster.api.trainingjob import REPLICA_TYPES, SINGLE_REPLICA_TYPES
-from muster.controllers.trainingjob.frameworks import mpi_hosts, mpi_launcher_env, tf_config
+from muster.controllers.trainingjob.frameworks import framework, mpi_hosts, mpi_launcher_env, tf_config
 
 __all__ = [
     "REPLICA_TYPES",
@@ -56,8 +56,6 @@ __all__ = [
     "bound_pod_spec",
     "build_pod",
     "checkpoint_dir",
-    "framework",
-    "hostfile_path",
     "latest_checkpoint",
     "owner_reference",
     "pick_port",
@@ -83,17 +81,6 @@ def owner_reference(job: Obj) -> Obj:
 def checkpoint_dir(home: Path, job: Obj) -> Path:
     meta = job["metadata"]
     return home / "checkpoints" / (meta.get("namespace") or "default") / meta["name"]
-
-
-def hostfile_path(home: Path, job: Obj) -> Path:
-    """Where an MPI job's hostfile is written for its Launcher (rewritten by every run)."""
-    meta = job["metadata"]
-    return home / "mpi" / (meta.get("namespace") or "default") / meta["name"] / "hostfile"
-
-
-def framework(job: Obj) -> str:
-    """The job's framework: PyTorch (the default), TensorFlow or MPI."""
-    return str(job["spec"].get("framework") or "PyTorch")
 
 
 def latest_checkpoint(directory: Path) -> str | None:
