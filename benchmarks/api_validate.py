@@ -1,6 +1,7 @@
-"""How fast muster.api validates documents: a full PyTorchJob (converted), its native
-TrainingJob, a 4-pod-set Workload, to_model of a stored TrainingJob, and an Argo Workflow
-(converted) beside the native Workflow it becomes.
+"""How fast muster.api validates documents: a full PyTorchJob (converted), a TFJob and an
+MPIJob (converted; the converter alone and with validation), its native TrainingJob, a
+4-pod-set Workload, to_model of a stored TrainingJob, and an Argo Workflow (converted) beside
+the native Workflow it becomes.
 
     .venv/bin/python benchmarks/api_validate.py
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from muster.api.compat.kubeflow import convert_mpijob, convert_tfjob
 from muster.api.registry import to_model, validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +47,12 @@ def main() -> None:
         },
     }
     _rate("validate PyTorchJob (convert)", lambda: validate(pytorchjob))
+    tfjob = yaml.safe_load((ROOT / "tests/api/manifests/tfjob-ps.yaml").read_text())
+    mpijob = yaml.safe_load((ROOT / "tests/api/manifests/mpijob.yaml").read_text())
+    _rate("convert TFJob (converter only)", lambda: convert_tfjob(tfjob))
+    _rate("validate TFJob (convert)", lambda: validate(tfjob))
+    _rate("convert MPIJob (converter only)", lambda: convert_mpijob(mpijob))
+    _rate("validate MPIJob (convert)", lambda: validate(mpijob))
     _rate("validate TrainingJob (native)", lambda: validate(native))
     _rate("validate Workload (4 pod sets)", lambda: validate(workload))
     _rate("to_model TrainingJob", lambda: to_model(native))

@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
-from muster.api.compat import core, jobs, karpenter, katib, kueue, rbac, serving
+from muster.api.compat import core, jobs, karpenter, katib, kubeflow, kueue, rbac, serving
 from muster.api.limits import MAX_DEPTH, MAX_INT
 from muster.api.quantity import MAX_UNITS, format_units
 from muster.api.registry import kinds
@@ -241,6 +241,7 @@ def _converters() -> str:
     lines.append("")
     for module, title in (
         (jobs, "PyTorchJob, batch/v1 Job and Pod"),
+        (kubeflow, "TFJob and MPIJob"),
         (kueue, "Kueue"),
         (katib, "Katib Experiment"),
         (serving, "KServe InferenceService and KubeAI Model"),

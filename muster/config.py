@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     cost_retention_days: float = Field(
         default=90.0, gt=0, description="How long the cost ledger keeps a finished pod's or node's record."
     )
+    python: Path | None = Field(
+        default=None,
+        description="The Python a local pod runs as `python`: an interpreter or a virtual environment "
+        "(default: the server's own virtual environment when it runs in one); `muster up --python`.",
+    )
     shim_zygote: bool = Field(
         default=True,
         description="Start container shims by forking one pre-loaded process (a zygote) instead of "

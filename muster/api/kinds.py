@@ -50,6 +50,8 @@ class UnknownKind(LookupError):
 # tests/api/test_registry.py holds it to the converters.
 CONVERTED: dict[tuple[str, str], str] = {
     ("kubeflow.org/v1", "PyTorchJob"): "TrainingJob",
+    ("kubeflow.org/v1", "TFJob"): "TrainingJob",
+    ("kubeflow.org/v1", "MPIJob"): "TrainingJob",
     ("batch/v1", "Job"): "TrainingJob",
     **{
         (f"kueue.x-k8s.io/{version}", kind): kind
@@ -78,6 +80,8 @@ CONVERTED: dict[tuple[str, str], str] = {
 # The foreign kinds whose names are aliases; a v1 Pod's names stay the native Pod's.
 _FOREIGN_PLURALS = {
     "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "MPIJob": "mpijobs",
     "Job": "jobs",
     "WorkloadPriorityClass": "workloadpriorityclasses",
     "Model": "models",

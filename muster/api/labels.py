@@ -27,6 +27,7 @@ __all__ = [
     "NODEPOOL_LABEL",
     "PRICE_LABEL",
     "REPLICA_INDEX_LABEL",
+    "REPLICA_PORTS_ANNOTATION",
     "REPLICA_TYPE_LABEL",
     "RESUBMITTED_FROM_ANNOTATION",
     "RETRY_ANNOTATION",
@@ -64,6 +65,9 @@ WORKLOAD_LABEL = "muster.dev/workload"
 ATTEMPT_LABEL = "muster.dev/attempt"
 # The job's MASTER_PORT, chosen when its Workload is created and kept for every run.
 MASTER_PORT_ANNOTATION = "muster.dev/master-port"
+# On a TrainingJob's Workload: the port of each replica of a TensorFlow job, JSON
+# {"worker-0": 41234, ...}, chosen when a run's pods are created (its TF_CONFIG's cluster).
+REPLICA_PORTS_ANNOTATION = "muster.dev/replica-ports"
 
 # -- stopping pods and draining nodes ------------------------------------------------------
 

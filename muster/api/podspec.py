@@ -9,6 +9,8 @@ Any other unknown field is an error.
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -31,6 +33,7 @@ from muster.api.quantity import Quantity
 from muster.api.resources import check_gpu_quantity, pod_requests
 
 __all__ = [
+    "NO_COMMAND_HINT",
     "Container",
     "ContainerPort",
     "EmptyDirVolumeSource",
@@ -45,10 +48,46 @@ __all__ = [
     "TemplateMetadata",
     "Volume",
     "VolumeMount",
+    "entrypoint_clause",
+    "missing_command",
 ]
 
 _NO_CONFIG_OBJECTS = "Muster has no ConfigMap or Secret objects"
 _NO_IMAGES = "the local runtime runs commands on the host and pulls no images"
+# How to give a container without a command one (the apply warning, the runtime's LaunchError
+# and `muster why` all say it).
+NO_COMMAND_HINT = (
+    "set command to what the image's entrypoint runs, e.g. command: [python, train.py] "
+    "(docker inspect --format '{{.Config.Entrypoint}} {{.Config.Cmd}}' IMAGE prints it)"
+)
+
+
+def entrypoint_clause(image: str | None) -> str:
+    """What would have run instead of a missing command: the image's entrypoint, by name."""
+    if not image:
+        return _NO_IMAGE_CLAUSE
+    return f"on Kubernetes the entrypoint of image {image!r} runs"
+
+
+def missing_command(message: str) -> tuple[str, str | None] | None:
+    """(container path, image or None) when ``message`` (a pod's failure) says a runtime could
+    not start a container for want of a command (the LaunchError of :func:`entrypoint_clause`)."""
+    found = _MISSING_COMMAND.search(message)
+    if found is None:
+        return None
+    image = found.group("image")
+    return found.group("path"), ast.literal_eval(image) if image else None
+
+
+_NO_IMAGE_CLAUSE = "no image is set either, so there is no entrypoint to run"
+_MISSING_COMMAND = re.compile(
+    r"(?P<path>spec\.(?:init)?[cC]ontainers\[\d+\])\.command: must be set: "
+    r"(?:on Kubernetes the entrypoint of image (?P<image>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") runs"
+    + "|"
+    + re.escape(_NO_IMAGE_CLAUSE)
+    + ")"
+)
+
 _NO_PROBES = "the local runtime does not run probes"
 
 
@@ -368,7 +407,7 @@ class PodSpec(MusterModel):
 
     def field_warnings(self, path: str) -> list[FieldError]:
         # An image's entrypoint is legitimate on Kubernetes; only the process runtimes need a
-        # command, and they fail the pod with a LaunchError naming this same path.
+        # command, and they fail the pod with a LaunchError naming this same path and image.
         notes = []
         for group in ("initContainers", "containers"):
             for i, container in enumerate(
@@ -378,9 +417,9 @@ class PodSpec(MusterModel):
                     notes.append(
                         FieldError(
                             child_path(path, group, i, "command"),
-                            "not set: on Kubernetes the image's entrypoint runs; the local and Ray "
-                            "runtimes run the command themselves and fail a pod without one",
-                            hint='e.g. command: ["python", "train.py"]',
+                            f"not set: {entrypoint_clause(container.image)}; the local and Ray runtimes "
+                            "run no images and fail a pod without a command",
+                            hint=NO_COMMAND_HINT,
                         )
                     )
         return notes

@@ -2,10 +2,14 @@
 
 ``replicaSpecs`` holds a Master (exactly one pod, rank 0) and/or Workers; the controller
 turns them into one Workload (a gang), then into pods with the torchrun-compatible
-environment. Restart policies and ``runPolicy`` follow the Training Operator
-(reference/workloads.md §1), with two deliberate differences: a failed replica restarts the
-whole gang, and ``cleanPodPolicy`` defaults to Running (pods still running when the job ends
-are stopped, so they do not hold GPUs).
+environment. ``framework`` says whose environment the pods get: PyTorch (the default),
+TensorFlow (replica types Chief or Master, Worker, PS, Evaluator; ``TF_CONFIG``, as Kubeflow's
+TFJob) or MPI (a Launcher and Workers; a hostfile, as Kubeflow's MPIJob).
+
+Restart policies and ``runPolicy`` follow the Training Operator (reference/workloads.md §1),
+with two deliberate differences: a failed replica restarts the whole gang, and
+``cleanPodPolicy`` defaults to Running (pods still running when the job ends are stopped, so
+they do not hold GPUs).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from muster.api.errors import FieldError, child_path
 from muster.api.podspec import PodTemplateSpec
 
 __all__ = [
+    "FRAMEWORK_REPLICA_TYPES",
+    "REPLICA_TYPES",
+    "SINGLE_REPLICA_TYPES",
     "TRAININGJOB_CONDITIONS",
     "ElasticPolicy",
     "PreemptionRecord",
@@ -46,6 +53,26 @@ TRAININGJOB_CONDITIONS = (
     "Failed",
 )
 RestartPolicy = Literal["OnFailure", "Never", "ExitCode", "Always"]
+Framework = Literal["PyTorch", "TensorFlow", "MPI"]
+ReplicaType = Literal["Master", "Chief", "Launcher", "Worker", "PS", "Evaluator"]
+# Every replica type, in the order their pods are listed (and PyTorch ranks counted).
+REPLICA_TYPES: tuple[str, ...] = ("Master", "Chief", "Launcher", "Worker", "PS", "Evaluator")
+# The replica types each framework knows, and those that are exactly one pod.
+FRAMEWORK_REPLICA_TYPES: dict[str, tuple[str, ...]] = {
+    "PyTorch": ("Master", "Worker"),
+    "TensorFlow": ("Chief", "Master", "Worker", "PS", "Evaluator"),
+    "MPI": ("Launcher", "Worker"),
+}
+SINGLE_REPLICA_TYPES = ("Master", "Chief", "Launcher")
+# (one of these must be set, the hint naming the framework's replica types)
+_FRAMEWORK_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "PyTorch": (("Master", "Worker"), "replica types are Master (rank 0, one pod) and Worker"),
+    "TensorFlow": (
+        ("Chief", "Master", "Worker"),
+        "replica types are Chief (or Master; one pod), Worker, PS and Evaluator",
+    ),
+    "MPI": (("Launcher",), "replica types are Launcher (one pod) and Worker"),
+}
 
 
 def _nproc(value: object) -> object:
@@ -85,10 +112,31 @@ class ReplicaSpec(MusterModel):
 
 
 class ReplicaSpecs(MusterModel):
-    master: ReplicaSpec | None = Field(default=None, alias="Master", description="Rank 0; exactly 1 replica.")
-    worker: ReplicaSpec | None = Field(
-        default=None, alias="Worker", description="Ranks 1..N (0.. without Master)."
+    master: ReplicaSpec | None = Field(
+        default=None,
+        alias="Master",
+        description="PyTorch: rank 0; TensorFlow: the chief (as Chief); exactly 1 replica.",
     )
+    chief: ReplicaSpec | None = Field(
+        default=None, alias="Chief", description="TensorFlow: the chief worker; exactly 1 replica."
+    )
+    launcher: ReplicaSpec | None = Field(
+        default=None, alias="Launcher", description="MPI: runs mpirun with the hostfile; exactly 1 replica."
+    )
+    worker: ReplicaSpec | None = Field(
+        default=None,
+        alias="Worker",
+        description="PyTorch: ranks 1..N (0.. without Master); TF and MPI workers.",
+    )
+    ps: ReplicaSpec | None = Field(default=None, alias="PS", description="TensorFlow: parameter servers.")
+    evaluator: ReplicaSpec | None = Field(
+        default=None, alias="Evaluator", description="TensorFlow: the evaluator (not part of the cluster)."
+    )
+
+    def present(self) -> list[tuple[str, ReplicaSpec]]:
+        """(replica type, spec) of each type set, in :data:`REPLICA_TYPES` order."""
+        specs = [(rtype, getattr(self, rtype.lower())) for rtype in REPLICA_TYPES]
+        return [(rtype, spec) for rtype, spec in specs if spec is not None]
 
 
 class ElasticPolicy(MusterModel):
@@ -131,7 +179,23 @@ class RunPolicy(MusterModel):
 
 
 class TrainingJobSpec(MusterModel):
-    replica_specs: ReplicaSpecs = Field(description="Master and Worker replica specs.")
+    framework: Framework = Field(
+        default="PyTorch",
+        description="Whose environment the replicas get: PyTorch (torchrun's), TensorFlow (TF_CONFIG) "
+        "or MPI (a hostfile for the Launcher).",
+    )
+    replica_specs: ReplicaSpecs = Field(
+        description="Replica specs by type: Master, Worker (PyTorch); Chief or Master, Worker, PS, "
+        "Evaluator (TensorFlow); Launcher, Worker (MPI)."
+    )
+    success_policy: Literal["", "AllWorkers"] = Field(
+        default="",
+        description="TensorFlow without a Chief: the job succeeds when worker 0 does (empty, the "
+        "default) or when every worker does (AllWorkers).",
+    )
+    slots_per_worker: int | None = Field(
+        default=None, ge=1, description="MPI: processes (slots) per Worker in the hostfile (default 1)."
+    )
     nproc_per_node: NprocPerNode = Field(
         default="auto", description="Processes per pod for torchrun: auto, cpu, gpu or an integer."
     )
@@ -160,18 +224,10 @@ class TrainingJobSpec(MusterModel):
         errors: list[FieldError] = []
         specs = self.replica_specs
         rpath = child_path(path, "replicaSpecs")
-        if specs.master is None and specs.worker is None:
-            errors.append(
-                FieldError(
-                    rpath,
-                    "must have a Master or a Worker replica spec",
-                    hint="replica types are Master (rank 0, one pod) and Worker",
-                )
-            )
-        if specs.master is not None and specs.master.replicas != 1:
-            errors.append(
-                FieldError(child_path(rpath, "Master", "replicas"), "must be 1", specs.master.replicas)
-            )
+        errors.extend(self._framework_rules(path))
+        for rtype, spec in specs.present():
+            if rtype in SINGLE_REPLICA_TYPES and spec.replicas != 1:
+                errors.append(FieldError(child_path(rpath, rtype, "replicas"), "must be 1", spec.replicas))
         elastic = self.elastic_policy
         if elastic is not None:
             epath = child_path(path, "elasticPolicy")
@@ -190,16 +246,44 @@ class TrainingJobSpec(MusterModel):
 
     def field_warnings(self, path: str) -> list[FieldError]:
         out: list[FieldError] = []
-        for rtype, spec in (("Master", self.replica_specs.master), ("Worker", self.replica_specs.worker)):
-            if spec is not None:
-                tpath = child_path(path, "replicaSpecs", rtype, "template")
-                out.extend(template_warnings(spec.template, tpath, restart_by="the replica's restartPolicy"))
+        for rtype, spec in self.replica_specs.present():
+            tpath = child_path(path, "replicaSpecs", rtype, "template")
+            out.extend(template_warnings(spec.template, tpath, restart_by="the replica's restartPolicy"))
         return out
 
     def total_replicas(self) -> int:
-        return sum(
-            s.replicas for s in (self.replica_specs.master, self.replica_specs.worker) if s is not None
-        )
+        return sum(spec.replicas for _, spec in self.replica_specs.present())
+
+    def _framework_rules(self, path: str) -> list[FieldError]:
+        """The replica types and fields each framework takes (FRAMEWORK_REPLICA_TYPES)."""
+        errors: list[FieldError] = []
+        rpath = child_path(path, "replicaSpecs")
+        allowed = FRAMEWORK_REPLICA_TYPES[self.framework]
+        needs, hint = _FRAMEWORK_NEEDS[self.framework]
+        present = [rtype for rtype, _ in self.replica_specs.present()]
+        for rtype in present:
+            if rtype not in allowed:
+                errors.append(
+                    FieldError(child_path(rpath, rtype), f"is not a {self.framework} replica type", hint=hint)
+                )
+        if not any(rtype in present for rtype in needs):
+            need = " or ".join(f"a {rtype}" for rtype in needs)
+            errors.append(FieldError(rpath, f"must have {need} replica spec", hint=hint))
+        if "Chief" in present and "Master" in present:
+            errors.append(
+                FieldError(
+                    child_path(rpath, "Master"), "may not be set together with Chief (they are the same)"
+                )
+            )
+        for field, value, only in (
+            ("successPolicy", self.success_policy, "TensorFlow"),
+            ("slotsPerWorker", self.slots_per_worker, "MPI"),
+            ("elasticPolicy", self.elastic_policy, "PyTorch"),
+            ("nprocPerNode", "nproc_per_node" in self.model_fields_set or None, "PyTorch"),
+        ):
+            if value and self.framework != only:
+                errors.append(FieldError(child_path(path, field), f"is for framework {only} only"))
+        return errors
 
     def _run_policy_rules(self, path: str) -> list[FieldError]:
         policy = self.run_policy.scheduling_policy
@@ -273,7 +357,7 @@ class TrainingJobStatus(MusterModel):
         default_factory=list,
         description="Created, Queued, Running, Restarting, Preempted, Suspended, Succeeded, Failed.",
     )
-    replica_statuses: dict[Literal["Master", "Worker"], ReplicaStatus] = Field(
+    replica_statuses: dict[ReplicaType, ReplicaStatus] = Field(
         default_factory=dict, description="Pod counts per replica type."
     )
     start_time: str | None = Field(default=None, description="When pods first ran (reset on resume).")
@@ -284,7 +368,7 @@ class TrainingJobStatus(MusterModel):
 
 
 class TrainingJob(Object):
-    """Distributed training: a gang of Master/Worker pods with the torchrun environment."""
+    """Distributed training: a gang of replica pods with their framework's environment."""
 
     KIND: ClassVar[str] = "TrainingJob"
     kind: Literal["TrainingJob"] = Field(default="TrainingJob", description="Always TrainingJob.")

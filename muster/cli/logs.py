@@ -133,10 +133,12 @@ def workflow_task_target(client: Client, workflow: str, task: str, namespace: st
 
 
 def job_replicas(job: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(replica, pod name)`` of every replica of a TrainingJob, master first."""
+    """``(replica, pod name)`` of every replica of a TrainingJob, master (chief, launcher) first."""
+    from muster.api.trainingjob import REPLICA_TYPES
+
     name = job["metadata"]["name"]
     out = []
-    for rtype in ("Master", "Worker"):
+    for rtype in REPLICA_TYPES:
         spec = (job["spec"].get("replicaSpecs") or {}).get(rtype)
         for i in range(int((spec or {}).get("replicas") or 0) if spec else 0):
             out.append((f"{rtype.lower()}-{i}", pod_name(name, rtype, i)))

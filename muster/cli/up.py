@@ -137,6 +137,16 @@ def up(
             "one before the Workload is requeued (GangStartFailed).",
         ),
     ] = 60.0,
+    python: Annotated[
+        Path | None,
+        typer.Option(
+            "--python",
+            help="The Python local pods run as `python`/`python3`: an interpreter or a virtual "
+            "environment (default: $MUSTER_PYTHON, then this server's own virtual environment "
+            "when it runs in one).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the Muster control plane in the foreground."""
     # Imported here: the server, database drivers and uvicorn would slow every other command.
@@ -147,9 +157,9 @@ def up(
     from muster.server.hooks import GatewayConfig, server_hooks
     from muster.store import StoreError, open_store
 
-    s = settings(home=home, store=store)
+    s = settings(home=home, store=store, python=python)
     cluster = _cluster(runtime, kubeconfig, context)
-    manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout, cluster)
+    manager = _manager_config(runtime, fake_gpus, placement, s, ray_address, gang_timeout, cluster, python)
     s.home.mkdir(parents=True, exist_ok=True)
     _check_port(host, port)
     if manager is not None and manager.runtime == "local":
@@ -237,6 +247,7 @@ def _manager_config(
     ray_address: str | None = None,
     gang_timeout: float = 60.0,
     cluster: KubernetesConfig | None = None,
+    given_python: Path | None = None,
 ) -> ManagerConfig | None:
     """The manager's settings from the options; bad values fail here, before anything starts."""
     from muster.controllers.manager import RUNTIMES, ManagerConfig
@@ -263,6 +274,7 @@ def _manager_config(
             fail(str(exc), EXIT_BAD_INPUT)
     if fake_gpus and runtime == "kubernetes":
         fail("--fake-gpus: the kubernetes runtime's GPUs are its Nodes'; drop --fake-gpus", EXIT_BAD_INPUT)
+    python = _pod_python(s.python, runtime, explicit=given_python is not None)
     return ManagerConfig(
         runtime=runtime,
         fake_gpus=fake_gpus,
@@ -274,7 +286,22 @@ def _manager_config(
         event_ttl_seconds=s.event_ttl_seconds,
         events_per_object=s.events_per_object,
         finished_pod_limit=s.finished_pod_limit,
+        python=python,
     )
+
+
+def _pod_python(python: Path | None, runtime: str, *, explicit: bool) -> Path | None:
+    """The interpreter of --python (or MUSTER_PYTHON), checked before anything starts."""
+    from muster.runtime.local.launch import resolve_python
+
+    if python is None or runtime != "local":
+        if explicit:
+            fail(f"--python is for the local runtime, not {runtime}", EXIT_BAD_INPUT)
+        return None
+    try:
+        return resolve_python(python)
+    except ValueError as exc:
+        fail(f"--python {exc}", EXIT_BAD_INPUT)
 
 
 def _check_ray(address: str | None, fake_gpus: str | None) -> None:

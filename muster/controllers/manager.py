@@ -80,6 +80,7 @@ from muster.runtime.base import (
     Runtime,
     SupportsCleanup,
     SupportsFaultInjection,
+    SupportsGangStart,
     SupportsLeadership,
     SupportsLogs,
     SupportsNativePods,
@@ -137,6 +138,9 @@ class ManagerConfig:
     node_grace_seconds: float = 40.0
     # the ClusterQueue of a new Namespace's default LocalQueue ("" for none): MUSTER_NAMESPACE_DEFAULT_QUEUE
     namespace_default_queue: str = field(default_factory=lambda: settings().namespace_default_queue)
+    # the Python local pods run as `python` (muster up --python, MUSTER_PYTHON); None: the
+    # server's own virtual environment when it runs in one
+    python: Path | None = field(default_factory=lambda: settings().python)
     gpu_sample_seconds: float = DEFAULT_SAMPLE_SECONDS
     gpu_history_seconds: float = DEFAULT_HISTORY_SECONDS
     # retention (settings: MUSTER_EVENT_TTL_SECONDS, MUSTER_EVENTS_PER_OBJECT, MUSTER_FINISHED_POD_LIMIT)
@@ -186,7 +190,11 @@ class Manager:
             offered=lambda: self.executor.node_addresses,
             grace_seconds=self.config.node_grace_seconds,
         )
-        self.jobs = TrainingJobController(self.ctx, master_address=self._master_address)
+        self.jobs = TrainingJobController(
+            self.ctx,
+            master_address=self._master_address,
+            staged_start=not isinstance(self.runtime, SupportsGangStart),
+        )
         self.workflows = WorkflowController(self.ctx)
         self.experiments = ExperimentController(
             self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
@@ -584,7 +592,7 @@ class Manager:
         from muster.runtime.local.runtime import LocalRuntime
 
         fake = parse_fake_gpus(self.config.fake_gpus) if self.config.fake_gpus else None
-        return LocalRuntime(home, fake_gpus=fake)
+        return LocalRuntime(home, fake_gpus=fake, python=self.config.python)
 
 
 class Seen:

@@ -111,10 +111,20 @@ def test_a_container_without_command_is_accepted_with_a_warning():
     assert validated.obj is not None
     assert validated.obj["spec"]["containers"][0]["args"] == ["train.py"]
     assert validated.warnings == [
-        "spec.containers[0].command: not set: on Kubernetes the image's entrypoint runs; the local and "
-        'Ray runtimes run the command themselves and fail a pod without one (e.g. command: ["python", '
-        '"train.py"])'
+        "spec.containers[0].command: not set: on Kubernetes the entrypoint of image 'pytorch' runs; the "
+        "local and Ray runtimes run no images and fail a pod without a command (set command to what the "
+        "image's entrypoint runs, e.g. command: [python, train.py] (docker inspect --format "
+        "'{{.Config.Entrypoint}} {{.Config.Cmd}}' IMAGE prints it))"
     ]
+
+
+def test_the_failure_of_a_container_without_command_is_recognised_with_its_image():
+    from muster.api.podspec import entrypoint_clause, missing_command
+
+    for image in ("pytorch/pytorch:2.3.0-cuda12.1", "it's", None):
+        message = f"cannot start: spec.containers[1].command: must be set: {entrypoint_clause(image)}, but"
+        assert missing_command(message) == ("spec.containers[1]", image)
+    assert missing_command("cannot start: spec.containers[0].workingDir: must be an absolute path") is None
 
 
 def test_names_mounts_and_volume_sources():

@@ -89,9 +89,18 @@ def test_rules(doc, expected):
 
 def test_unknown_replica_type_is_an_error():
     doc = _job()
-    doc["spec"]["replicaSpecs"]["Launcher"] = doc["spec"]["replicaSpecs"]["Worker"]
+    doc["spec"]["replicaSpecs"]["Scheduler"] = doc["spec"]["replicaSpecs"]["Worker"]
     (err,) = errors_of(doc)
-    assert err.startswith("spec.replicaSpecs.Launcher: unknown field")
+    assert err.startswith("spec.replicaSpecs.Scheduler: unknown field")
+
+
+def test_another_frameworks_replica_type_is_an_error():
+    doc = _job(worker=1)
+    doc["spec"]["replicaSpecs"]["Launcher"] = doc["spec"]["replicaSpecs"]["Worker"]
+    assert errors_of(doc) == [
+        "spec.replicaSpecs.Launcher: is not a PyTorch replica type (replica types are Master (rank 0, one "
+        "pod) and Worker)"
+    ]
 
 
 def test_nproc_per_node_accepts_a_number_and_scheduling_policy_fills_names():
@@ -126,6 +135,6 @@ def test_status_round_trips_when_kept():
     assert wire["status"]["replicaStatuses"]["Worker"] == {"active": 2, "succeeded": 0, "failed": 0}
     assert to_model(wire).to_dict() == wire
     bad = copy.deepcopy(doc)
-    bad["status"]["replicaStatuses"]["Launcher"] = {}
-    with pytest.raises(Exception, match=r"status.replicaStatuses.Launcher"):
+    bad["status"]["replicaStatuses"]["Scheduler"] = {}
+    with pytest.raises(Exception, match=r"status.replicaStatuses.Scheduler"):
         validate(bad, keep_status=True)

@@ -141,7 +141,7 @@ class TestKinds:
 
     def test_kinds_of_converted_manifests_are_aliases(self, server, home_store: Store):
         home_store.create(job("mnist"))
-        for alias in ("pytorchjobs", "PyTorchJob", "jobs", "job"):
+        for alias in ("pytorchjobs", "PyTorchJob", "jobs", "job", "tfjobs", "mpijob"):
             result = muster("get", alias, "-o", "name")
             assert result.exit_code == 0, (alias, result.output)
             assert result.stdout.split() == ["trainingjob/mnist"]

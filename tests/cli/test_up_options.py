@@ -51,3 +51,31 @@ def test_bad_ray_options_are_refused(
         up._manager_config(runtime, fake_gpus, "binpack", settings(home=tmp_path), address)
     assert exc.value.exit_code == EXIT_BAD_INPUT
     assert message in capsys.readouterr().err
+
+
+def test_python_option_reaches_the_manager_resolved_and_bad_paths_are_refused(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MUSTER_PYTHON", raising=False)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    s = settings(home=tmp_path, python=venv)
+    config = up._manager_config("local", None, "binpack", s, given_python=venv)
+    assert config is not None and config.python == python
+    assert up._manager_config("local", None, "binpack", settings(home=tmp_path)).python is None
+    monkeypatch.setenv("MUSTER_PYTHON", str(python))  # the setting, as the option
+    assert up._manager_config("local", None, "binpack", settings(home=tmp_path)).python == python
+    for runtime, where, message in (
+        ("local", tmp_path / "nowhere", "no such executable"),
+        ("ray", python, "--python is for the local runtime, not ray"),
+    ):
+        with pytest.raises(typer.Exit) as exc:
+            s = settings(home=tmp_path, python=where)
+            up._manager_config(
+                runtime, None, "binpack", s, "auto" if runtime == "ray" else None, given_python=where
+            )
+        assert exc.value.exit_code == EXIT_BAD_INPUT
+        assert message in capsys.readouterr().err

@@ -173,12 +173,15 @@ def pod_log(home: Path, pod: str, container: str = "main", namespace: str = "def
 
 def run_examples_as_written(monkeypatch: Any) -> None:
     """Set up for the examples' YAML, which runs ``python3 $(PWD)/examples/...`` and torch: the
-    server started here gets the repository as its directory and this interpreter first on
-    PATH (skips without torch)."""
+    server started here gets the repository as its directory (skips without torch). Nothing
+    puts this interpreter on PATH: the pods' ``python3`` is the virtual environment of the
+    server (``.venv/bin/muster up``, as the README starts it), which has torch."""
     try:
         import torch  # noqa: F401
     except ImportError:
         skip_or_fail("torch is not installed (pip install -e '.[torch]')")
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("PWD", str(REPO))
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))

@@ -1,4 +1,4 @@
-"""Converters from foreign manifests (PyTorchJob, Kueue, PriorityClass, batch/v1 Job, Pod,
+"""Converters from foreign manifests (PyTorchJob, TFJob, MPIJob, Kueue, PriorityClass, batch/v1 Job, Pod,
 Namespace, ServiceAccount, ResourceQuota, RBAC, KServe InferenceService, KubeAI Model,
 Karpenter NodePool, Katib Experiment, Argo Workflow) to Muster's own kinds.
 
@@ -29,9 +29,9 @@ def foreign_kinds() -> list[tuple[str, str]]:
 
 def _converters() -> dict[tuple[str, str], Converter]:
     # Imported late: the converter modules import the kind models, which import this package.
-    from muster.api.compat import argo, core, jobs, karpenter, katib, kueue, rbac, serving
+    from muster.api.compat import argo, core, jobs, karpenter, katib, kubeflow, kueue, rbac, serving
 
     table: dict[tuple[str, str], Converter] = {}
-    for module in (core, jobs, katib, kueue, rbac, serving, karpenter, argo):
+    for module in (core, jobs, kubeflow, katib, kueue, rbac, serving, karpenter, argo):
         table.update(module.CONVERTERS)
     return table

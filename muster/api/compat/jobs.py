@@ -44,14 +44,21 @@ spec.activeDeadlineSeconds             spec.runPolicy.activeDeadlineSeconds
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from muster.api.compat.base import Conversion, Converter, mapping_at, native_copy
 from muster.api.errors import FieldError, InvalidObject, child_path
 from muster.api.quantity import Quantity, QuantityError
 
-__all__ = ["CONVERTERS", "convert_batch_job", "convert_pod", "convert_pytorchjob"]
+__all__ = [
+    "CONVERTERS",
+    "convert_batch_job",
+    "convert_pod",
+    "convert_pytorchjob",
+    "kubeflow_replicas",
+    "queue_and_priority",
+]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -65,22 +72,7 @@ def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
     native = native_copy(doc, "TrainingJob")
     spec = mapping_at(native, "spec", "spec")
     conversion = Conversion(doc=native)
-    paths: list[tuple[str, str]] = [("spec.replicaSpecs", "spec.pytorchReplicaSpecs")]
-    if "pytorchReplicaSpecs" in spec:
-        replicas = mapping_at(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs")
-        _check_whole_extended_resources(
-            doc,
-            [
-                (f"spec.pytorchReplicaSpecs.{k}.template", r.get("template"))
-                for k, r in replicas.items()
-                if isinstance(r, dict)
-            ],
-        )
-        spec["replicaSpecs"] = {_replica_type(k): v for k, v in replicas.items()}
-        paths += [
-            (f"spec.replicaSpecs.{_replica_type(k)}", f"spec.pytorchReplicaSpecs.{k}") for k in replicas
-        ]
-        del spec["pytorchReplicaSpecs"]
+    paths = kubeflow_replicas(doc, spec, "pytorchReplicaSpecs", _replica_type)
     elastic = spec.get("elasticPolicy")
     if isinstance(elastic, dict) and "nProcPerNode" in elastic:
         where = "spec.elasticPolicy.nProcPerNode"
@@ -98,7 +90,7 @@ def convert_pytorchjob(doc: Mapping[str, Any]) -> Conversion:
         paths.append(("spec.nprocPerNode", where))
         conversion.warnings.append(FieldError(where, "deprecated: used as spec.nprocPerNode"))
     templates = [r.get("template") for r in spec.get("replicaSpecs", {}).values() if isinstance(r, dict)]
-    paths += _queue_and_priority(native, spec, templates)
+    paths += queue_and_priority(native, spec, templates)
     conversion.paths = tuple(paths)
     return conversion
 
@@ -143,9 +135,28 @@ def convert_batch_job(doc: Mapping[str, Any]) -> Conversion:
         (f"{worker}.template", "spec.template"),
         (f"{worker}.replicas", "spec.parallelism"),
         *((f"spec.runPolicy.{key}", f"spec.{key}") for key in _JOB_RUN_POLICY),
-        *_queue_and_priority(native, native["spec"], [template]),
+        *queue_and_priority(native, native["spec"], [template]),
     )
     return conversion
+
+
+def kubeflow_replicas(
+    doc: Mapping[str, Any], spec: dict[str, Any], key: str, type_of: Callable[[str], str]
+) -> list[tuple[str, str]]:
+    """Move a Kubeflow job's replica specs (``spec.<key>``, e.g. ``tfReplicaSpecs``) to
+    ``spec.replicaSpecs``, each replica type named as ``type_of`` says; the path mappings back."""
+    paths = [("spec.replicaSpecs", f"spec.{key}")]
+    if key not in spec:
+        return paths
+    replicas = mapping_at(spec, key, f"spec.{key}")
+    _check_whole_extended_resources(
+        doc,
+        [(f"spec.{key}.{k}.template", r.get("template")) for k, r in replicas.items() if isinstance(r, dict)],
+    )
+    spec["replicaSpecs"] = {type_of(k): v for k, v in replicas.items()}
+    paths += [(f"spec.replicaSpecs.{type_of(k)}", f"spec.{key}.{k}") for k in replicas]
+    del spec[key]
+    return paths
 
 
 def _check_whole_extended_resources(doc: Mapping[str, Any], templates: list[tuple[str, Any]]) -> None:
@@ -226,7 +237,7 @@ def convert_pod(doc: Mapping[str, Any]) -> Conversion:
     conversion.paths = (
         ("spec.replicaSpecs.Worker.template.spec", "spec"),
         ("spec.runPolicy.activeDeadlineSeconds", "spec.activeDeadlineSeconds"),
-        *_queue_and_priority(native, native["spec"], [template]),
+        *queue_and_priority(native, native["spec"], [template]),
     )
     return conversion
 
@@ -236,7 +247,7 @@ def _replica_type(name: str) -> str:
     return name[:1].upper() + name[1:].lower() if name.lower() in ("master", "worker") else name
 
 
-def _queue_and_priority(
+def queue_and_priority(
     native: dict[str, Any], spec: dict[str, Any], templates: list[Any]
 ) -> list[tuple[str, str]]:
     """Set queueName and priorityClassName from Kueue labels, the scheduling policy or the pod

@@ -14,7 +14,8 @@ its pods as they are now, so a pass interrupted anywhere is completed by the nex
    same way, straight to Queued), requeued (Queued again);
 4. once admitted, the pods of the current run are created, bound to the admission's
    placements; pods of an earlier run are stopped and removed first (a gang restart reuses
-   the same admission, so the new pods take the same GPUs);
+   the same admission, so the new pods take the same GPUs); an MPI job's Launcher is created
+   once its Workers run (where the runtime starts pods one by one), with the hostfile written;
 5. the pods' outcomes decide: Running, Succeeded, a gang restart (OnFailure, ExitCode with
    a code >= 128, within backoffLimit) or Failed (Never, ExitCode 1-127, BackoffLimitExceeded);
    ``activeDeadlineSeconds`` counts from the first time the gang ran (reset on resume).
@@ -26,6 +27,7 @@ recorded as an Event.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +39,8 @@ from muster.api.labels import (
     ATTEMPT_LABEL,
     JOB_NAME_LABEL,
     MASTER_PORT_ANNOTATION,
+    REPLICA_INDEX_LABEL,
+    REPLICA_PORTS_ANNOTATION,
     REPLICA_TYPE_LABEL,
     pod_name,
 )
@@ -55,13 +59,20 @@ from muster.api.lifecycle import (
     set_job_message,
     workload_state,
 )
+from muster.api.trainingjob import REPLICA_TYPES
 from muster.controllers.context import Context
 from muster.controllers.pods.stop import StopReasons, stop_requested, stop_requested_object
 from muster.controllers.scheduling.priority import PriorityClassMissing, priority_of
 from muster.controllers.scheduling.snapshot import DEFAULT_QUEUE
 from muster.controllers.scheduling.workloads import REQUEUE_EVICTIONS
+from muster.controllers.trainingjob.frameworks import (
+    framework,
+    known_ports,
+    replica_endpoints,
+    replica_key,
+    write_hostfile,
+)
 from muster.controllers.trainingjob.pods import (
-    REPLICA_TYPES,
     GangShape,
     build_pod,
     checkpoint_dir,
@@ -81,15 +92,21 @@ Obj = dict[str, Any]
 MasterAddress = Callable[[str, str, str, str], str]
 _ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+_TYPE_OF_LABEL = {rtype.lower(): rtype for rtype in REPLICA_TYPES}
 GANG_START_FAILED = PodReason.GANG_START_FAILED.value
 
 
 class TrainingJobController:
-    def __init__(self, ctx: Context, master_address: MasterAddress | None = None) -> None:
+    def __init__(
+        self, ctx: Context, master_address: MasterAddress | None = None, *, staged_start: bool = True
+    ) -> None:
         self.ctx = ctx
-        # (namespace, workload, master pod, its node) -> the address the gang reaches the master
-        # at: its node's (127.0.0.1 on the local runtime) or a DNS name (Kubernetes)
+        # (namespace, workload, pod, its node) -> the address the gang reaches that pod at: its
+        # node's (127.0.0.1 on the local runtime) or a DNS name (Kubernetes)
         self.master_address: MasterAddress = master_address or (lambda _ns, _wl, _pod, _node: "127.0.0.1")
+        # Whether the runtime starts pods one by one (an MPI Launcher then waits for its
+        # Workers); a runtime that starts a gang as one unit needs every pod at once.
+        self.staged_start = staged_start
 
     def reconcile(self, job: Obj) -> None:
         _Pass(self, job).run()
@@ -297,9 +314,9 @@ class _Pass:
             )
         expected = self._expected(wl)
         have = {p["metadata"]["name"] for p in current}
-        missing = [e for e in expected if e[0] not in have]
+        missing = [e for e in expected if e[0] not in have and self._may_create(e[1], current)]
         if missing:
-            self._create_pods(wl, expected, missing, attempt)
+            self._create_pods(wl, expected, missing, attempt, fresh=not have)
             current = self._pods(wl)
             current = [
                 p for p in current if (p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) == attempt
@@ -343,29 +360,69 @@ class _Pass:
                 out.append((pod_name(self.name, rtype, i), rtype, i, placement))
         return out
 
+    def _may_create(self, rtype: str, current: list[Obj]) -> bool:
+        """An MPI Launcher is created once every Worker of the run runs (when pods start one by
+        one): it is the one to reach them, as Kubeflow's MPIJob waits for its workers."""
+        if rtype != "Launcher" or framework(self.job) != "MPI" or not self.ctl.staged_start:
+            return True
+        workers = [
+            p for p in current if (p["metadata"].get("labels") or {}).get(REPLICA_TYPE_LABEL) == "worker"
+        ]
+        want = int((self.job["spec"]["replicaSpecs"].get("Worker") or {}).get("replicas") or 0)
+        return len(workers) >= want and all(phase(p) in ("Running", "Succeeded") for p in workers)
+
     def _create_pods(
-        self, wl: Obj, expected: list[tuple[str, str, int, Obj]], missing: list, attempt: str
+        self, wl: Obj, expected: list[tuple[str, str, int, Obj]], missing: list, attempt: str, *, fresh: bool
     ) -> None:
+        """Create the ``missing`` pods of the run; ``fresh``: none of its pods exists yet."""
         masters = sum(1 for e in expected if e[1] == "Master")
         first = expected[0]
         port = int(wl["metadata"].get("annotations", {}).get(MASTER_PORT_ANNOTATION) or 0)
-        if not port or (len(missing) == len(expected) and not port_free(port)):
-            port = pick_port()  # taken meanwhile by something else: the new run needs its own
+        stale = not port or (fresh and not port_free(port))
+        ports = self._replica_ports(wl, expected, fresh)
+        if stale or ports is not None:
+            if stale:
+                port = pick_port()  # taken meanwhile by something else: the new run needs its own
             changed = copy.deepcopy(wl)
-            changed["metadata"].setdefault("annotations", {})[MASTER_PORT_ANNOTATION] = str(port)
-            if self.ctx.update(changed) is None:
+            annotations = changed["metadata"].setdefault("annotations", {})
+            annotations[MASTER_PORT_ANNOTATION] = str(port)
+            if ports is not None:
+                annotations[REPLICA_PORTS_ANNOTATION] = json.dumps(ports, sort_keys=True)
+            wl = self.ctx.update(changed)
+            if wl is None:
                 return
         addr = self.ctl.master_address(self.ns, wl["metadata"]["name"], first[0], first[3]["node"])
-        shape = GangShape(masters, len(expected) - masters, addr, port)
+        where = replica_endpoints(
+            self.job,
+            expected,
+            known_ports(wl),
+            lambda pod, node: self.ctl.master_address(self.ns, wl["metadata"]["name"], pod, node),
+        )
+        shape = GangShape(masters, len(expected) - masters, addr, port, *where)
         checkpoints = checkpoint_dir(self.ctx.home, self.job)
         checkpoints.mkdir(parents=True, exist_ok=True)
-        if len(missing) == len(expected):
+        if fresh:
             self._note_resume(checkpoints)
+        launcher = any(e[1] == "Launcher" for e in missing)
+        hostfile = (
+            write_hostfile(self.ctx.home, self.job, shape.hosts.get("Worker", ())) if launcher else None
+        )
         restarts = int(self.status.get("restartCount") or 0)
         for name, rtype, index, placement in missing:
-            env = training_env(self.job, shape, rtype, index, restarts, checkpoints)
+            env = training_env(self.job, shape, rtype, index, restarts, checkpoints, hostfile)
             if self.ctx.create(build_pod(self.job, rtype, index, placement, attempt, env)) is None:
                 log.info("pod %s/%s exists already; looking again next pass", self.ns, name)
+
+    def _replica_ports(self, wl: Obj, expected: list[tuple[str, str, int, Obj]], fresh: bool) -> dict | None:
+        """A TensorFlow job's new per-replica ports (its TF_CONFIG's cluster) when a run starts
+        afresh or lacks some; None when the Workload's are to be kept (or it needs none)."""
+        if framework(self.job) != "TensorFlow":
+            return None
+        known = known_ports(wl)
+        names = [replica_key(rtype, index) for _, rtype, index, _ in expected]
+        if not fresh and all(n in known for n in names):
+            return None
+        return {n: pick_port() for n in names}
 
     def _note_resume(self, checkpoints: Path) -> None:
         """The first run after a preemption: record whether a checkpoint was there to resume from."""
@@ -393,20 +450,31 @@ class _Pass:
             )
 
     def _succeeded(self, live: list[Obj]) -> bool:
+        """The framework's success rule: PyTorch's Master (else every Worker, with elasticPolicy
+        any); TensorFlow's Chief or Master (else worker 0, or every Worker with successPolicy
+        AllWorkers); MPI's Launcher."""
         by_type: dict[str, list[Obj]] = {}
         for p in live:
             by_type.setdefault((p["metadata"].get("labels") or {}).get(REPLICA_TYPE_LABEL, ""), []).append(p)
-        if "master" in by_type:
-            return all(phase(p) == "Succeeded" for p in by_type["master"])
+        kind = framework(self.job)
+        lead = by_type.get("launcher") if kind == "MPI" else by_type.get("chief") or by_type.get("master")
+        if lead or kind == "MPI":
+            return bool(lead) and all(phase(p) == "Succeeded" for p in lead or [])
         workers = by_type.get("worker", [])
-        if self.job["spec"].get("elasticPolicy") is not None:
+        spec = self.job["spec"]
+        if kind == "TensorFlow" and spec.get("successPolicy") != "AllWorkers":
+            first = [
+                p for p in workers if (p["metadata"].get("labels") or {}).get(REPLICA_INDEX_LABEL) == "0"
+            ]
+            return any(phase(p) == "Succeeded" for p in first)
+        if spec.get("elasticPolicy") is not None:
             return any(phase(p) == "Succeeded" for p in workers)
         return bool(workers) and all(phase(p) == "Succeeded" for p in workers)
 
     def _failure(self, pod: Obj) -> None:
         labels = pod["metadata"].get("labels") or {}
-        rtype = "Master" if labels.get(REPLICA_TYPE_LABEL) == "master" else "Worker"
-        policy = self.job["spec"]["replicaSpecs"][rtype].get("restartPolicy", "OnFailure")
+        rtype = _TYPE_OF_LABEL.get(str(labels.get(REPLICA_TYPE_LABEL)), "Worker")
+        policy = (self.job["spec"]["replicaSpecs"].get(rtype) or {}).get("restartPolicy", "OnFailure")
         code = exit_code(pod)
         what = describe_failure(pod)
         never_ran = (pod.get("status") or {}).get("reason") == "Error" and not (pod.get("status") or {}).get(
@@ -510,7 +578,7 @@ class _Pass:
         counts: dict[str, Obj] = {}
         for p in pods:
             labels = p["metadata"].get("labels") or {}
-            rtype = "Master" if labels.get(REPLICA_TYPE_LABEL) == "master" else "Worker"
+            rtype = _TYPE_OF_LABEL.get(str(labels.get(REPLICA_TYPE_LABEL)), "Worker")
             entry = counts.setdefault(rtype, {"active": 0, "succeeded": 0, "failed": 0})
             key = {"Succeeded": "succeeded", "Failed": "failed"}.get(phase(p), "active")
             entry[key] += 1

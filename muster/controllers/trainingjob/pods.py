@@ -1,7 +1,8 @@
-"""What a TrainingJob turns into: its Workload (one gang of Master/Worker pod sets) and, once
-admitted, its pods with the environment contract of DESIGN §7.
+"""What a TrainingJob turns into: its Workload (one gang of a pod set per replica type) and,
+once admitted, its pods with the environment contract of DESIGN §7.
 
-Environment of every container (torchrun-compatible, as the Training Operator sets it):
+Environment of every container of a PyTorch job (torchrun-compatible, as the Training
+Operator sets it; TensorFlow's and MPI's are in frameworks.py, with the same ``MUSTER_*``):
 
 =======================  ==========================================================
 ``PYTHONUNBUFFERED``     ``1``
@@ -29,7 +30,8 @@ from __future__ import annotations
 
 import copy
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ from muster.api.labels import (
 )
 from muster.api.podspec import PodTemplateSpec
 from muster.api.resources import pod_requests
+from muster.api.trainingjob import REPLICA_TYPES, SINGLE_REPLICA_TYPES
+from muster.controllers.trainingjob.frameworks import framework, mpi_hosts, mpi_launcher_env, tf_config
 
 __all__ = [
     "REPLICA_TYPES",
@@ -62,7 +66,6 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-REPLICA_TYPES = ("Master", "Worker")
 
 
 def owner_reference(job: Obj) -> Obj:
@@ -105,8 +108,8 @@ def latest_checkpoint(directory: Path) -> str | None:
 def workload_for(
     job: Obj, *, queue: str | None, priority: int, priority_class: str | None, master_port: int
 ) -> Obj:
-    """The Workload of ``job``: a pod set per replica type (``master``, ``worker``); with
-    elasticPolicy the Worker set asks for maxReplicas and accepts minReplicas."""
+    """The Workload of ``job``: a pod set per replica type (``master``, ``worker``, ``ps``...);
+    with elasticPolicy the Worker set asks for maxReplicas and accepts minReplicas."""
     spec = job["spec"]
     meta = job["metadata"]
     pod_sets = []
@@ -163,7 +166,7 @@ def pod_set_of(name: str, template: Obj, count: int, min_count: int | None = Non
 
 
 def _counts(spec: Obj, rtype: str, replicas: int) -> tuple[int, int | None]:
-    if rtype == "Master":
+    if rtype in SINGLE_REPLICA_TYPES:
         return 1, None
     elastic = spec.get("elasticPolicy")
     if elastic is not None:
@@ -172,20 +175,25 @@ def _counts(spec: Obj, rtype: str, replicas: int) -> tuple[int, int | None]:
         high = elastic.get("maxReplicas") or elastic.get("minReplicas") or replicas
         return high, low
     min_available = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("minAvailable")
-    if min_available is not None:
-        masters = 1 if spec["replicaSpecs"].get("Master") is not None else 0
-        return replicas, max(1, min(replicas, int(min_available) - masters))
+    if min_available is not None and rtype == "Worker":
+        others = sum(
+            int(r.get("replicas", 1) or 1) for t, r in spec["replicaSpecs"].items() if t != "Worker" and r
+        )
+        return replicas, max(1, min(replicas, int(min_available) - others))
     return replicas, None
 
 
 @dataclass(frozen=True)
 class GangShape:
-    """The admitted gang: pods per replica type, and where the master runs."""
+    """The admitted gang: pods per replica type, and where the master runs; for TensorFlow and
+    MPI also where every replica runs (host and port by replica type, in index order)."""
 
     masters: int
     workers: int
     master_addr: str
     master_port: int
+    hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ports: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def pods(self) -> int:
@@ -196,10 +204,44 @@ class GangShape:
 
 
 def training_env(
-    job: Obj, shape: GangShape, rtype: str, index: int, restart_count: int, checkpoints: Path
+    job: Obj,
+    shape: GangShape,
+    rtype: str,
+    index: int,
+    restart_count: int,
+    checkpoints: Path,
+    hostfile: Path | None = None,
 ) -> dict[str, str]:
-    """The environment contract (module docstring) for pod ``index`` of ``rtype``."""
+    """The environment contract (module docstring, frameworks.py) for pod ``index`` of
+    ``rtype``; ``hostfile`` is where an MPI job's Launcher finds its hostfile."""
     spec = job["spec"]
+    kind = framework(job)
+    if kind == "TensorFlow":
+        addresses = {
+            rt: [f"{host}:{port}" for host, port in zip(hosts, shape.ports.get(rt, ()), strict=False)]
+            for rt, hosts in shape.hosts.items()
+        }
+        env = {"PYTHONUNBUFFERED": "1", "TF_CONFIG": tf_config(addresses, rtype, index)}
+    elif kind == "MPI":
+        env = {"PYTHONUNBUFFERED": "1"}
+        if rtype == "Launcher" and hostfile is not None:
+            slots = int(spec.get("slotsPerWorker") or 1)
+            env.update(mpi_launcher_env(hostfile, mpi_hosts(shape.hosts.get("Worker", ()), slots)))
+    else:
+        env = _torch_env(spec, shape, rtype, index)
+    meta = job["metadata"]
+    env.update(
+        MUSTER_JOB_NAME=meta["name"],
+        MUSTER_NAMESPACE=meta.get("namespace") or "default",
+        MUSTER_REPLICA_TYPE=rtype,
+        MUSTER_REPLICA_INDEX=str(index),
+        MUSTER_RESTART_COUNT=str(restart_count),
+        MUSTER_CHECKPOINT_DIR=str(checkpoints),
+    )
+    return env
+
+
+def _torch_env(spec: Obj, shape: GangShape, rtype: str, index: int) -> dict[str, str]:
     nproc = str(spec.get("nprocPerNode") or "auto")
     per_pod = int(nproc) if nproc.isdigit() else 1
     rank = str(shape.rank(rtype, index))
@@ -225,15 +267,6 @@ def training_env(
             env["PET_RDZV_ID"] = str(elastic["rdzvId"])
         if elastic.get("maxRestarts") is not None:
             env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
-    meta = job["metadata"]
-    env.update(
-        MUSTER_JOB_NAME=meta["name"],
-        MUSTER_NAMESPACE=meta.get("namespace") or "default",
-        MUSTER_REPLICA_TYPE=rtype,
-        MUSTER_REPLICA_INDEX=str(index),
-        MUSTER_RESTART_COUNT=str(restart_count),
-        MUSTER_CHECKPOINT_DIR=str(checkpoints),
-    )
     return env
 
 

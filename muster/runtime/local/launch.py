@@ -6,7 +6,9 @@ Checks everything that can be checked before anything is created, so a bad launc
 Environment of a process, later entries winning:
 
 1. the runtime's base environment (the server's, minus ``MUSTER_*`` settings such as the
-   token or the store URL, and minus ``CUDA_VISIBLE_DEVICES``);
+   token or the store URL, and minus ``CUDA_VISIBLE_DEVICES``), with the pods' Python first
+   on ``PATH`` (:func:`pod_python`: ``muster up --python``, else the server's own virtual
+   environment when it runs in one) and ``VIRTUAL_ENV`` set when that is a virtual environment;
 2. the container's ``env``, in order, ``$(VAR)`` references expanded as Kubernetes does
    against the entries before it (``$$(VAR)`` stays literal, unknown references stay as is);
 3. ``MUSTER_VOLUME_<NAME>`` per mounted volume, then ``CUDA_VISIBLE_DEVICES`` = the bound GPUs
@@ -19,16 +21,27 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from muster.api.podspec import NO_COMMAND_HINT, entrypoint_clause
 from muster.api.quantity import QuantityError, parse_quantity
 from muster.runtime.base import Container, DeviceBinding, GpuDevice, LaunchError, PodLaunch
 from muster.runtime.local.volumes import MountedVolume, VolumePlan, plan_volumes
 
-__all__ = ["ContainerPlan", "LaunchPlan", "base_environment", "expand", "plan_launch", "spec_document"]
+__all__ = [
+    "ContainerPlan",
+    "LaunchPlan",
+    "base_environment",
+    "expand",
+    "plan_launch",
+    "pod_python",
+    "resolve_python",
+    "spec_document",
+]
 
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -52,11 +65,59 @@ class LaunchPlan:
     warnings: list[str]
 
 
-def base_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def base_environment(environ: Mapping[str, str] | None = None, python: Path | None = None) -> dict[str, str]:
     """The environment every container starts from: this process's, minus Muster's own
-    settings (they may hold the token or a database password) and the GPU selection."""
+    settings (they may hold the token or a database password) and the GPU selection, with
+    the pods' Python (:func:`pod_python` of ``python``) first on ``PATH``."""
     src = os.environ if environ is None else environ
-    return {k: v for k, v in src.items() if not k.startswith("MUSTER_") and k != "CUDA_VISIBLE_DEVICES"}
+    env = {k: v for k, v in src.items() if not k.startswith("MUSTER_") and k != "CUDA_VISIBLE_DEVICES"}
+    chosen = pod_python(python)
+    if chosen is not None:
+        bin_dir, venv = chosen
+        rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != str(bin_dir)]
+        env["PATH"] = os.pathsep.join([str(bin_dir), *rest])
+        if venv is not None:
+            env["VIRTUAL_ENV"] = str(venv)
+            env.pop("PYTHONHOME", None)  # a venv's interpreter finds its own prefix
+    return env
+
+
+def pod_python(configured: Path | None = None) -> tuple[Path, Path | None] | None:
+    """Where a pod's ``python`` comes from: (the directory put first on ``PATH``, the virtual
+    environment or None). ``configured`` (``muster up --python``, ``MUSTER_PYTHON``) wins; else
+    the server's own virtual environment when it runs in one (``.venv/bin/muster up``), so the
+    pods import what the server's environment has installed (torch, ray). None: the server's
+    ``PATH`` decides, as for any other program."""
+    if configured is not None:
+        interpreter = resolve_python(configured)
+        return interpreter.parent, _venv_of(interpreter.parent)
+    if sys.prefix != sys.base_prefix:
+        venv = Path(sys.prefix)
+        return venv / ("Scripts" if os.name == "nt" else "bin"), venv
+    return None
+
+
+def resolve_python(path: Path) -> Path:
+    """The interpreter ``path`` names: a Python executable, or a virtual environment's directory
+    (its ``bin/python``). Not resolved through links: a venv's ``python`` is a link to the base
+    interpreter, and only the link's location makes it the venv's. ValueError when it is neither."""
+    candidate = Path(path).expanduser().absolute()
+    if candidate.is_dir():
+        for name in ("python", "python3"):
+            if os.access(candidate / "bin" / name, os.X_OK):
+                return candidate / "bin" / name
+        raise ValueError(f"{path}: a directory without bin/python: give a Python executable or a venv")
+    if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+        raise ValueError(f"{path}: no such executable: give a Python executable or a venv")
+    return candidate
+
+
+def _venv_of(bin_dir: Path) -> Path | None:
+    # PEP 405: a virtual environment is marked by pyvenv.cfg next to (or above) its bin/.
+    for root in (bin_dir, bin_dir.parent):
+        if (root / "pyvenv.cfg").is_file():
+            return root
+    return None
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -119,8 +180,9 @@ def _plan_container(
     if not c.command:
         raise LaunchError(
             f"{path}.command",
-            f"must be set: the {runtime} runtime runs the command as a process and knows no image entrypoint",
-            "e.g. command: [python, train.py]",
+            f"must be set: {entrypoint_clause(c.image)}, but the {runtime} runtime runs the command as a "
+            "process and runs no image",
+            NO_COMMAND_HINT,
         )
     if c.image:
         warnings.append(

@@ -137,6 +137,7 @@ class LocalRuntime(
         rss_interval: float = DEFAULT_RSS_INTERVAL,
         environ: Mapping[str, str] | None = None,
         zygote: bool | None = None,
+        python: Path | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else settings().home
         self._log_files = logfiles.LogFiles(self.home)
@@ -152,7 +153,7 @@ class LocalRuntime(
         if memory == "cgroup" and self._cgroup is None:
             raise PodRuntimeError("memory='cgroup' but no writable cgroup with a memory controller was found")
         self._rss_interval = rss_interval
-        self._base_env = base_environment(environ)
+        self._base_env = base_environment(environ, python)
         self._pods: dict[str, PodRecord] = {}  # by uid, in start/adoption order
         self._selector = selectors.DefaultSelector()
         self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)

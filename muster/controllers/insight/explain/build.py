@@ -6,6 +6,7 @@ from typing import Any
 import muster.controllers.insight.explain.pending as pending_facts
 from muster.api.conditions import condition, latest_condition
 from muster.api.lifecycle import phase
+from muster.api.podspec import NO_COMMAND_HINT, missing_command
 from muster.api.quantity import fmt_amount
 from muster.controllers.insight.explain.capacity import capacity_facts
 from muster.controllers.insight.explain.facts import (
@@ -233,7 +234,15 @@ def _failure(cond: Obj | None, ctx: WhyContext) -> FailureFacts:
 def _failure_hints(failure: FailureFacts, job: Obj | None) -> list[str]:
     hints = []
     pod = failure.pod
-    if pod is not None and pod.reason == "OOMKilled":
+    no_command = missing_command(pod.message) if pod is not None else None
+    if pod is not None and no_command is not None:
+        where, image = no_command
+        entrypoint = f"the entrypoint of image {image!r}" if image else "no image entrypoint either"
+        hints.append(
+            f"{pod.replica} never started: {where}.command is not set and {entrypoint} does not run "
+            f"on this runtime; {NO_COMMAND_HINT}, and re-apply"
+        )
+    elif pod is not None and pod.reason == "OOMKilled":
         hints.append(f"{pod.replica} ran out of memory: raise resources.limits.memory of its replica spec")
     elif pod is not None and pod.exit_code not in (None, 0):
         hints.append(f"{pod.replica} exited with code {pod.exit_code}: read its log (muster logs {pod.name})")

@@ -294,7 +294,8 @@ def _replica_order(pod: Obj) -> tuple[int, int, str]:
         index = int(labels.get(REPLICA_INDEX_LABEL, 0))
     except ValueError:
         index = 0
-    return (0 if rtype.lower() == "master" else 1, index, pod["metadata"]["name"])
+    # the replica that leads (and decides) first: master, chief, launcher
+    return (0 if rtype.lower() in ("master", "chief", "launcher") else 1, index, pod["metadata"]["name"])
 
 
 def _camel(value: Any) -> Any:
