@@ -219,6 +219,10 @@ def ray_pod(
     containers = template["spec"]["containers"]
     containers[0]["command"] = command
     containers[0].pop("args", None)
+    if not any(e.get("name") == _DRAIN for e in containers[0].get("env") or []):
+        # Muster stops a cluster's pods together: a node draining its work to the others
+        # (Ray's SIGTERM default, 30 s) only delays the end.
+        env = {**env, _DRAIN: "0"}
     tmeta = template.get("metadata") or {}
     name = (
         head_pod_name(meta["name"])
