@@ -1,11 +1,11 @@
-"""End to end: a KubeRay RayJob on ``muster up --fake-gpus`` (the local runtime): its RayCluster
-is admitted as one gang and runs real ``ray start`` processes, the entrypoint runs as the job's
-driver with the runtimeEnvYAML's env_vars (seen by a Ray task too), ``muster logs rayjob/NAME``
-shows its output, and shutdownAfterJobFinishes tears the cluster down."""
+"""End to end: examples/kuberay/rayjob.yaml, a KubeRay RayJob, on ``muster up --fake-gpus`` (the
+local runtime): its RayCluster is admitted as one gang and runs real ``ray start`` processes,
+the entrypoint runs as the job's driver with the runtimeEnvYAML's env_vars (seen by a Ray task
+too), ``muster logs rayjob/NAME`` shows its output, and shutdownAfterJobFinishes tears the
+cluster down."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,53 +17,14 @@ from tests.e2e.jobs import cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-ENTRYPOINT = (
-    'python -c "import os, ray; ray.init(); print(ray.cluster_resources()); '
-    "f = ray.remote(lambda: os.environ.get('GREETING')); print('task sees', ray.get(f.remote()))\""
-)
-
-RAYJOB = f"""
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: hello
-spec:
-  entrypoint: {json.dumps(ENTRYPOINT)}
-  runtimeEnvYAML: |
-    env_vars:
-      GREETING: bonjour
-  shutdownAfterJobFinishes: true
-  ttlSecondsAfterFinished: 0
-  rayClusterSpec:
-    headGroupSpec:
-      rayStartParams: {{num-cpus: "1"}}
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.9.0
-            resources: {{limits: {{cpu: "1", memory: 1Gi}}}}
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      minReplicas: 1
-      maxReplicas: 3
-      rayStartParams: {{}}
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.9.0
-            resources: {{limits: {{cpu: "1", memory: 1Gi, nvidia.com/gpu: 1}}}}
-"""
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kuberay" / "rayjob.yaml"
 
 
-def test_a_rayjob_runs_on_its_own_cluster_and_tears_it_down(muster_home: Path, tmp_path: Path) -> None:
+def test_the_example_rayjob_runs_on_its_own_cluster_and_tears_it_down(muster_home: Path) -> None:
     if not (Path(sys.executable).parent / "ray").exists():
         skip_or_fail("the ray extra is not installed (pip install -e '.[ray]')")
-    (tmp_path / "rayjob.yaml").write_text(RAYJOB)
     with cluster(muster_home, gpus=2) as (_up, client):
-        applied = run_cli(muster_home, "apply", "-f", str(tmp_path / "rayjob.yaml"))
+        applied = run_cli(muster_home, "apply", "-f", str(EXAMPLE))
         assert applied.returncode == 0, applied.stderr
         assert "scaling between them on the Ray autoscaler's demand is not done" in applied.stderr
 
