@@ -85,10 +85,8 @@ def test_a_cluster_that_does_not_fit_runs_nothing(harness: Harness) -> None:
     h.apply(raycluster(workerGroupSpecs=[group(1, groupName="gpu", replicas=5)]))
     h.settle()
     assert state(h, "rc") == "pending" and h.pods() == {}
-    assert (
-        "GPU" in h.get("RayCluster", "rc")["status"]["reason"]
-        or h.get("RayCluster", "rc")["status"]["reason"]
-    )
+    reason = h.get("RayCluster", "rc")["status"]["reason"]
+    assert reason.startswith("ExceedsMaxQuota:") and "5 nvidia.com/gpu" in reason
 
 
 def test_a_pod_that_ends_restarts_the_cluster_and_one_that_never_ran_fails_it(harness: Harness) -> None:
