@@ -183,7 +183,7 @@ class RayClusterEndpoints(MusterModel):
 
 class HeadInfo(MusterModel):
     pod_name: str | None = Field(default=None, description="The head pod.")
-    pod_ip: str | None = Field(default=None, description="Address of the head's node.")
+    pod_ip: str | None = Field(default=None, alias="podIP", description="Address of the head's node.")
 
 
 class RayClusterStatus(MusterModel):
@@ -194,7 +194,9 @@ class RayClusterStatus(MusterModel):
     head: HeadInfo | None = Field(default=None, description="The head pod and its address.")
     endpoints: RayClusterEndpoints | None = Field(default=None, description="The head's endpoints.")
     head_address: str | None = Field(default=None, description="host:port workers and drivers join.")
-    dashboard_url: str | None = Field(default=None, description="http://host:port of the Ray dashboard.")
+    dashboard_url: str | None = Field(
+        default=None, alias="dashboardURL", description="http://host:port of the Ray dashboard."
+    )
     desired_worker_replicas: int = Field(default=0, ge=0, description="Worker pods admitted.")
     ready_worker_replicas: int = Field(default=0, ge=0, description="Worker pods running.")
     available_worker_replicas: int = Field(default=0, ge=0, description="Worker pods running.")
@@ -307,7 +309,9 @@ def runtime_env_of(text: str | None) -> dict[str, Any]:
 class RayJobStatus(MusterModel):
     job_id: str | None = Field(default=None, description="The Ray job's id.")
     ray_cluster_name: str | None = Field(default=None, description="The cluster it runs on.")
-    dashboard_url: str | None = Field(default=None, description="The cluster's dashboard.")
+    dashboard_url: str | None = Field(
+        default=None, alias="dashboardURL", description="The cluster's dashboard."
+    )
     job_status: Literal["", "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"] = Field(
         default="", description="The Ray job's status."
     )
