@@ -33,8 +33,8 @@ from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
-from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
 from muster.api.ray import RayCluster, RayJob
+from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
 from muster.api.serving import InferenceService
 from muster.api.trainingjob import TrainingJob
 from muster.api.trial import Trial, TrialMetrics

@@ -36,7 +36,7 @@ from muster.api.labels import (
 )
 from muster.api.lifecycle import EventSpec, WorkloadState, describe_failure, is_final, phase, workload_state
 from muster.controllers.context import Context
-from muster.controllers.pods.stop import StopReasons, stop_requested, stop_requested_object
+from muster.controllers.pods.stop import StopReasons, clear_pods, stop_requested
 from muster.controllers.ray.lifecycle import move_cluster
 from muster.controllers.ray.pods import (
     AUTH_TOKEN_ANNOTATION,
@@ -284,15 +284,7 @@ class _Pass:
 
     def _clear(self, pods: list[Obj], reason: str) -> bool:
         """Stop the unfinished ``pods`` and delete the finished ones; True while any remain."""
-        remaining = False
-        for p in pods:
-            if is_final(p):
-                remaining |= not self.ctx.delete(p)
-            else:
-                remaining = True
-                if not stop_requested(p):
-                    self.ctx.update(stop_requested_object(p, reason, self.now))
-        return remaining
+        return clear_pods(self.ctx, pods, reason, self.now)
 
     def _move(self, to: str, reason: str, message: str) -> bool:
         event = move_cluster(self.cluster, to, reason, message, self.now)

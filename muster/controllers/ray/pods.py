@@ -38,7 +38,13 @@ from muster.api.labels import (
 )
 from muster.api.quantity import Quantity, QuantityError
 from muster.api.ray import worker_count
-from muster.controllers.trainingjob.pods import bound_pod_spec, owner_reference, pick_port, pod_set_of
+from muster.controllers.trainingjob.pods import (
+    bound_pod_spec,
+    owner_reference,
+    pick_port,
+    pod_set_of,
+    workload_object,
+)
 
 __all__ = [
     "AUTH_TOKEN_ANNOTATION",
@@ -108,27 +114,20 @@ def cluster_workload(
         count = admitted_count(group)
         if count:
             pod_sets.append(pod_set_of(group["groupName"], group["template"], count))
-    wl_spec: Obj = {"priority": priority, "active": not spec.get("suspend", False), "podSets": pod_sets}
-    if queue:
-        wl_spec["queueName"] = queue
-    if priority_class:
-        wl_spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta.get("namespace") or "default",
-            "labels": {RAY_CLUSTER_LABEL: meta["name"]},
-            "annotations": {
-                RAY_GCS_PORT_ANNOTATION: str(ports.gcs),
-                RAY_DASHBOARD_PORT_ANNOTATION: str(ports.dashboard),
-                AUTH_TOKEN_ANNOTATION: token,
-            },
-            "ownerReferences": [owner_reference(cluster)],
+    return workload_object(
+        cluster,
+        labels={RAY_CLUSTER_LABEL: meta["name"]},
+        annotations={
+            RAY_GCS_PORT_ANNOTATION: str(ports.gcs),
+            RAY_DASHBOARD_PORT_ANNOTATION: str(ports.dashboard),
+            AUTH_TOKEN_ANNOTATION: token,
         },
-        "spec": wl_spec,
-    }
+        pod_sets=pod_sets,
+        priority=priority,
+        active=not spec.get("suspend", False),
+        queue=queue,
+        priority_class=priority_class,
+    )
 
 
 def admitted_count(group: Obj) -> int:
