@@ -111,6 +111,7 @@ def test_a_pod_that_ends_restarts_the_cluster_and_one_that_never_ran_fails_it(ha
     h.rt.exit("default/bad-head", 2)
     h.settle(lambda: state(h, "bad") == "failed")
     assert "before the cluster was ever ready" in h.get("RayCluster", "bad")["status"]["reason"]
+    h.settle(lambda: h.has("Workload", "bad", "Finished", "Failed"))  # its quota is released
 
 
 def test_suspending_a_cluster_stops_its_pods_and_resuming_starts_them(harness: Harness) -> None:

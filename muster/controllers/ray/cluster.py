@@ -12,7 +12,7 @@ pods as they are now):
 3. state: ``ready`` when every pod runs; a pod that ends (Ray nodes never end on their own)
    restarts the whole cluster, as a head restart does under KubeRay without GCS fault
    tolerance, unless the cluster was never ready (``failed``: a bad ``rayStartParams`` would
-   fail the same way again).
+   fail the same way again; a failed cluster holds no quota).
 
 Deleting the cluster deletes its Workload and stops its pods (garbage collection): every
 ``ray start`` process group ends, which is ``ray stop`` for this cluster only.
@@ -34,7 +34,15 @@ from muster.api.labels import (
     RAY_DASHBOARD_PORT_ANNOTATION,
     RAY_GCS_PORT_ANNOTATION,
 )
-from muster.api.lifecycle import EventSpec, WorkloadState, describe_failure, is_final, phase, workload_state
+from muster.api.lifecycle import (
+    EventSpec,
+    WorkloadState,
+    describe_failure,
+    finish_workload,
+    is_final,
+    phase,
+    workload_state,
+)
 from muster.controllers.context import Context
 from muster.controllers.pods.stop import StopReasons, clear_pods, stop_requested
 from muster.controllers.ray.lifecycle import move_cluster
@@ -168,7 +176,7 @@ class _Pass:
         if (self.status.get("state") or "") in ("", "suspended"):
             self._move("pending", "Resumed", "spec.suspend was cleared: queued again")
         if self.status.get("state") == "failed":
-            self._clear(self._pods(), StopReasons.JOB_FINISHED)
+            self._failed(wl)
             return
         state = workload_state(wl)
         if state is WorkloadState.ADMITTED:
@@ -252,6 +260,19 @@ class _Pass:
         }
         self.status["headAddress"] = f"{address}:{ports.gcs}"
         self.status["dashboardURL"] = f"http://{address}:{ports.dashboard}"
+
+    def _failed(self, wl: Obj) -> None:
+        """A failed cluster runs nothing and holds no quota (its Workload is Finished); a new
+        cluster of the same spec is a new apply after deleting this one."""
+        self._clear(self._pods(), StopReasons.JOB_FINISHED)
+        if workload_state(wl) is not WorkloadState.FINISHED:
+            updated = copy.deepcopy(wl)
+            event = finish_workload(
+                updated, "Failed", f"the RayCluster failed: {self.status.get('reason')}", self.now
+            )
+            stored = self.ctx.update_status(updated)
+            if stored is not None:
+                self.ctx.event(stored, event)
 
     def _ended(self, pod: Obj) -> None:
         """A Ray node's process ended: restart the cluster, or fail it if it was never ready."""
