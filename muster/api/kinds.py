@@ -66,6 +66,11 @@ CONVERTED: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "TrainingJob",
     ("serving.kserve.io/v1beta1", "InferenceService"): "InferenceService",
     ("kubeai.org/v1", "Model"): "InferenceService",
+    **{
+        (f"ray.io/{version}", kind): kind
+        for version in ("v1", "v1alpha1")
+        for kind in ("RayCluster", "RayJob")
+    },
     ("kubeflow.org/v1beta1", "Experiment"): "Experiment",
     ("karpenter.sh/v1", "NodePool"): "NodePool",
     ("argoproj.io/v1alpha1", "Workflow"): "Workflow",
@@ -122,6 +127,8 @@ KINDS: tuple[Kind, ...] = (
     _k("Trial", "trials", (), namespaced=True),
     _k("TrialMetrics", "trialmetrics", (), namespaced=True, status=False),
     _k("InferenceService", "inferenceservices", ("isvc",), namespaced=True, categories=("all",)),
+    _k("RayCluster", "rayclusters", (), namespaced=True, categories=("all",)),
+    _k("RayJob", "rayjobs", (), namespaced=True, categories=("all",)),
     _k("Workload", "workloads", ("wl",), namespaced=True, categories=("all",)),
     _k("Pod", "pods", ("po",), namespaced=True, categories=("all",)),
     _k("Event", "events", ("ev",), namespaced=True, status=False),

@@ -26,6 +26,12 @@ __all__ = [
     "NODECLAIM_LABEL",
     "NODEPOOL_LABEL",
     "PRICE_LABEL",
+    "RAY_CLUSTER_LABEL",
+    "RAY_DASHBOARD_PORT_ANNOTATION",
+    "RAY_GCS_PORT_ANNOTATION",
+    "RAY_GROUP_LABEL",
+    "RAY_JOB_LABEL",
+    "RAY_NODE_TYPE_LABEL",
     "REPLICA_INDEX_LABEL",
     "REPLICA_PORTS_ANNOTATION",
     "REPLICA_TYPE_LABEL",
@@ -118,6 +124,19 @@ RESUBMITTED_FROM_ANNOTATION = "muster.dev/resubmitted-from"
 # The Experiment a Trial, its TrainingJob, its pods and its TrialMetrics belong to, and the Trial.
 EXPERIMENT_LABEL = "muster.dev/experiment"
 TRIAL_LABEL = "muster.dev/trial"
+
+
+# -- Ray clusters and jobs (KubeRay's label names, so selectors written for it keep working) -----
+
+# The RayCluster a pod belongs to; a RayJob's clusterSelector names a cluster by it too.
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head or worker
+RAY_GROUP_LABEL = "ray.io/group"  # headgroup or the worker group's name
+# The RayJob a cluster it created and its submitter pods belong to.
+RAY_JOB_LABEL = "muster.dev/rayjob"
+# The cluster's GCS and dashboard ports, chosen when its Workload is created.
+RAY_GCS_PORT_ANNOTATION = "muster.dev/ray-gcs-port"
+RAY_DASHBOARD_PORT_ANNOTATION = "muster.dev/ray-dashboard-port"
 
 
 # -- serving ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from muster.api.node import Node
 from muster.api.pod import Pod
 from muster.api.priorityclass import PriorityClass
 from muster.api.queues import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology
+from muster.api.ray import RayCluster, RayJob
 from muster.api.rbac import ClusterRole, ClusterRoleBinding, Role, RoleBinding, ServiceAccount
 from muster.api.serving import InferenceService
 from muster.api.trainingjob import TrainingJob
@@ -79,6 +80,8 @@ _MODELS: dict[str, type[Object]] = {
         Trial,
         TrialMetrics,
         InferenceService,
+        RayCluster,
+        RayJob,
         Workload,
         Pod,
         Event,

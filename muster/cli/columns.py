@@ -130,6 +130,27 @@ COLUMNS: dict[str, list[Column]] = {
         Column("ROLLED-OUT", "status.latestRolledoutRevision", wide=True),
         Column("REASON", "status.conditions[type=Ready].reason", wide=True),
     ],
+    # KubeRay's printer columns.
+    "RayCluster": [
+        NAME,
+        Column("DESIRED WORKERS", "status.desiredWorkerReplicas"),
+        Column("AVAILABLE WORKERS", "status.availableWorkerReplicas"),
+        Column("STATUS", "status.state"),
+        Column("HEAD ADDRESS", "status.headAddress"),
+        AGE,
+        Column("DASHBOARD", "status.dashboardURL", wide=True),
+        Column("REASON", "status.reason", wide=True),
+    ],
+    "RayJob": [
+        NAME,
+        Column("JOB STATUS", "status.jobStatus"),
+        Column("DEPLOYMENT STATUS", "status.jobDeploymentStatus"),
+        Column("RAY CLUSTER", "status.rayClusterName"),
+        Column("START TIME", "status.startTime"),
+        Column("END TIME", "status.endTime"),
+        AGE,
+        Column("MESSAGE", "status.message", wide=True),
+    ],
     "Workflow": [
         NAME,
         Column("PHASE", "status.phase"),

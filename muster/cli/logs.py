@@ -1,5 +1,8 @@
-"""``muster logs POD | job/NAME | workflow/NAME --task T [--all-replicas] [-f] [--previous]
-[-c CONTAINER] [--tail N]``.
+"""``muster logs POD | job/NAME | workflow/NAME --task T | rayjob/NAME | raycluster/NAME
+[--all-replicas] [-f] [--previous] [-c CONTAINER] [--tail N]``.
+
+``rayjob/NAME`` is its submitter pod of the latest run (the entrypoint's output);
+``raycluster/NAME`` its head pod.
 
 A job's replicas are its pods ``<job>-<replica type>-<index>`` (docs/control-plane.md);
 ``job/NAME`` alone shows the master (or worker-0), ``--all-replicas`` every replica with
@@ -43,7 +46,7 @@ from muster.cli.common import (
 from muster.sdk.client import Client, LogStream
 from muster.sdk.errors import ApiError, ApiNotFound
 
-__all__ = ["job_replicas", "logs", "workflow_task_target"]
+__all__ = ["job_replicas", "logs", "ray_log_pod", "workflow_task_target"]
 
 _FINISHED = ("Succeeded", "Failed")
 _POLL_S = 0.5  # how often a follow of every replica looks for new pods
@@ -52,7 +55,11 @@ _POLL_S = 0.5  # how often a follow of every replica looks for new pods
 @app.command()
 def logs(
     target: Annotated[
-        str, typer.Argument(help="POD, pod/NAME, job/NAME (a TrainingJob) or workflow/NAME with --task.")
+        str,
+        typer.Argument(
+            help="POD, pod/NAME, job/NAME (a TrainingJob), workflow/NAME with --task, rayjob/NAME "
+            "(the entrypoint's output) or raycluster/NAME (its head)."
+        ),
     ],
     task: Annotated[
         str | None, typer.Option("--task", help="The workflow task (e.g. train, or train(1) of a fan-out).")
@@ -78,7 +85,9 @@ def logs(
 ) -> None:
     """Print a pod's or a job's output."""
     with handle_errors():
-        kind, name = resolve_target(target, ("Pod", "TrainingJob", "Workflow"), default_kind="Pod")
+        kind, name = resolve_target(
+            target, ("Pod", "TrainingJob", "Workflow", "RayJob", "RayCluster"), default_kind="Pod"
+        )
         if (kind == "Workflow") != (task is not None):
             fail("--task goes with workflow/NAME, and workflow/NAME needs --task", 2)
         if follow and previous:
@@ -86,6 +95,8 @@ def logs(
         with connect(server, token) as client:
             if kind == "Workflow":
                 kind, name = workflow_task_target(client, name, str(task), namespace)
+            elif kind in ("RayJob", "RayCluster"):
+                kind, name = "Pod", ray_log_pod(client, kind, name, namespace)
             if all_replicas and kind != "TrainingJob":
                 fail("--all-replicas needs job/NAME (or a workflow task that is a TrainingJob)", 2)
             if kind == "Pod":
@@ -99,6 +110,17 @@ def logs(
                 _Follower(client, job, container, tail).run()
             else:
                 _each(client, replicas, namespace, container, previous, tail)
+
+
+def ray_log_pod(client: Client, kind: str, name: str, namespace: str) -> str:
+    """The pod whose log a RayJob (its latest submitter) or a RayCluster (its head) shows."""
+    obj = client.get(kind, name, namespace)
+    status = obj.get("status") or {}
+    pod = status.get("submitter") if kind == "RayJob" else (status.get("head") or {}).get("podName")
+    if not pod:
+        what = "its cluster is not ready yet" if kind == "RayJob" else "it has not been admitted yet"
+        fail(f"{kind.lower()}/{name} has no log yet: {what} (see `muster describe {kind.lower()} {name}`)")
+    return str(pod)
 
 
 def workflow_task_target(client: Client, workflow: str, task: str, namespace: str) -> tuple[str, str]:

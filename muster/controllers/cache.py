@@ -44,9 +44,11 @@ WATCHED_KINDS = (
     "NodeClaim",
     "Experiment",
     "Trial",
+    "RayCluster",
+    "RayJob",
 )
 # Labels the cache indexes Pods by, so a job's or a workload's pods are found without a scan.
-_POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name")
+_POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name", "ray.io/cluster", "muster.dev/rayjob")
 _TOMBSTONES = 1000
 
 

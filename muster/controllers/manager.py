@@ -11,6 +11,7 @@ One thread drives, in order, on every pass:
    and their TrainingJobs);
 5. the TrainingJob controller, for the jobs whose objects changed, and the InferenceService
    controller, for the services whose objects changed (or whose gateway asked for a look);
+   then the RayCluster and RayJob controllers (:mod:`muster.controllers.ray`);
 6. the Workload controller (the eviction handshake), then the Namespace controller (a new
    namespace's default LocalQueue);
 7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
@@ -47,6 +48,8 @@ from typing import Any
 from muster.api.labels import (
     EXPERIMENT_LABEL,
     JOB_NAME_LABEL,
+    RAY_CLUSTER_LABEL,
+    RAY_JOB_LABEL,
     SERVING_SERVICE_LABEL,
     WORKFLOW_LABEL,
     WORKLOAD_LABEL,
@@ -64,6 +67,9 @@ from muster.controllers.nodes.health import HealthController
 from muster.controllers.nodes.registration import NodeController
 from muster.controllers.pods.executor import PodExecutor
 from muster.controllers.pods.gc import collect_garbage
+from muster.controllers.ray.cluster import RayClusterController
+from muster.controllers.ray.job import RayJobController
+from muster.controllers.ray.pods import local_ray
 from muster.controllers.retention.events import EventRetention, RetentionPolicy
 from muster.controllers.retention.pods import collect_finished_pods
 from muster.controllers.scheduling.loop import SchedulerLoop
@@ -200,6 +206,12 @@ class Manager:
             self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
         )
         self.serving = ServingController(self.ctx, native_pods=isinstance(self.runtime, SupportsNativePods))
+        native = isinstance(self.runtime, SupportsNativePods)
+        ray = "ray" if native else local_ray()
+        self.ray_clusters = RayClusterController(
+            self.ctx, head_address=self._master_address, ray=ray, local=not native
+        )
+        self.ray_jobs = RayJobController(self.ctx, ray=ray, local=not native)
         self.workloads = WorkloadController(self.ctx)
         self.namespaces = NamespaceController(self.ctx, self.config.namespace_default_queue)
         self.quotas = QuotaController(self.ctx)
@@ -374,7 +386,17 @@ class Manager:
         if full or synced or any(k[0] == "Node" for k in changed):
             self.health.reconcile()
         if full or any(
-            k[0] in ("TrainingJob", "Workload", "Workflow", "Experiment", "Trial", "InferenceService")
+            k[0]
+            in (
+                "TrainingJob",
+                "Workload",
+                "Workflow",
+                "Experiment",
+                "Trial",
+                "InferenceService",
+                "RayCluster",
+                "RayJob",
+            )
             and ctx.cache.get(k[0], k[2], k[1] or None) is None
             for k in changed
         ):
@@ -414,6 +436,10 @@ class Manager:
         self.serving.created = 0
         self._reconcile_services(services)
         self._take(changed, taken)
+        self._reconcile_ray_clusters(changed, full)
+        self._take(changed, taken)
+        self._reconcile_ray_jobs(changed, full)
+        self._take(changed, taken)
         self._reconcile_workloads(self._workloads_seen.new(changed, forced), full)
         self._workloads_seen.saw(changed)
         self._reconcile_namespaces(changed, full)
@@ -429,6 +455,11 @@ class Manager:
             self._reconcile_jobs(admitted, False)
             self._reconcile_workflows(_owners_of(admitted, "Workflow", WORKFLOW_LABEL))
             self._reconcile_services(_owners_of(admitted, "InferenceService", SERVING_SERVICE_LABEL))
+            self._reconcile_each(
+                "RayCluster",
+                _owners_of(admitted, "RayCluster", RAY_CLUSTER_LABEL),
+                self.ray_clusters.reconcile,
+            )
         if full or any(k[0] in ("Workload", "ResourceQuota") for k in changed):
             self.quotas.sync()
         self.capacity.reconcile(changed, full, scheduled)
@@ -476,6 +507,24 @@ class Manager:
                 self.serving.forget(ns or "default", name)
             else:
                 self.serving.reconcile(isvc)
+
+    def _reconcile_ray_clusters(self, changed: dict[Key, Obj | None], full: bool) -> None:
+        """The RayClusters the changed objects belong to (all of them on a full resync)."""
+        clusters = _owners_of(changed, "RayCluster", RAY_CLUSTER_LABEL)
+        if full:
+            clusters |= {_ns_name(c) for c in self.ctx.cache.list("RayCluster")}
+        self._reconcile_each("RayCluster", clusters, self.ray_clusters.reconcile)
+
+    def _reconcile_ray_jobs(self, changed: dict[Key, Obj | None], full: bool) -> None:
+        """The RayJobs the changed objects belong to (all of them on a full resync); a job also
+        follows the cluster its clusterSelector names."""
+        jobs = _owners_of(changed, "RayJob", RAY_JOB_LABEL)
+        touched = {(ns, name) for kind, ns, name in changed if kind == "RayCluster"}
+        for job in self.ctx.cache.list("RayJob"):
+            cluster = (_ns_name(job)[0], (job.get("status") or {}).get("rayClusterName"))
+            if full or cluster in touched:
+                jobs.add(_ns_name(job))
+        self._reconcile_each("RayJob", jobs, self.ray_jobs.reconcile)
 
     def _reconcile_workflows(self, flows: set[tuple[str, str]]) -> None:
         self._reconcile_each("Workflow", flows, self.workflows.reconcile)
@@ -638,6 +687,10 @@ def _workload_in_play(wl: Obj) -> bool:
 def _jobs_of(changed: dict[Key, Obj | None]) -> set[tuple[str, str]]:
     """The (namespace, name) of the TrainingJobs that the changed objects belong to."""
     return _owners_of(changed, "TrainingJob", JOB_NAME_LABEL)
+
+
+def _ns_name(obj: Obj) -> tuple[str, str]:
+    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
 
 
 def _owners_of(changed: dict[Key, Obj | None], kind: str, label: str) -> set[tuple[str, str]]:

@@ -89,6 +89,15 @@ _BODIES: dict[str, Obj] = {
     },
     "TrialMetrics": {"spec": {"trial": "x-0", "segment": 0}},
     "InferenceService": {"spec": {"minReplicas": 0, "predictor": _POD}},
+    # suspended: nothing is queued or started
+    "RayCluster": {"spec": {"headGroupSpec": {"template": {"spec": _POD}}, "suspend": True}},
+    "RayJob": {
+        "spec": {
+            "entrypoint": "python main.py",
+            "rayClusterSpec": {"headGroupSpec": {"template": {"spec": _POD}}},
+            "suspend": True,
+        }
+    },
     # a hook pool whose command fails: a claim of it only records the provider's error
     "NodePool": {"spec": {"provider": "hook", "providerConfig": {"command": "false"}, "maxNodes": 1}},
     "NodeClaim": {

@@ -20,11 +20,12 @@ from muster.store.base import NotFound
 __all__ = ["collect_garbage"]
 
 Obj = dict[str, Any]
-# Kinds whose objects are owned (by a TrainingJob, a Workflow, an Experiment or an
-# InferenceService) and collected here. A Workflow's or an Experiment's TrainingJob goes first;
+# Kinds whose objects are owned (by a TrainingJob, a Workflow, an Experiment, an
+# InferenceService, a RayCluster or a RayJob) and collected here. A Workflow's or an
+# Experiment's TrainingJob (a RayJob's RayCluster) goes first;
 # its own Workload and Pods follow on the next pass.
-_OWNED_KINDS = ("Trial", "TrainingJob", "Workload", "Pod")
-_OWNER_KINDS = ("TrainingJob", "Workflow", "Experiment", "InferenceService")
+_OWNED_KINDS = ("Trial", "TrainingJob", "RayCluster", "Workload", "Pod")
+_OWNER_KINDS = ("TrainingJob", "Workflow", "Experiment", "InferenceService", "RayCluster", "RayJob")
 
 
 def collect_garbage(ctx: Context) -> int:

@@ -9,14 +9,20 @@ Event and deletes the Pod object (docs/control-plane.md, "Pod lifecycle").
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 from muster.api.conditions import iso
 from muster.api.labels import STOP_GRACE_ANNOTATION, STOP_REASON_ANNOTATION
+from muster.api.lifecycle import is_final
 from muster.runtime.base import StopReason
 from muster.store.base import Conflict, NotFound, Obj, Store
 
+if TYPE_CHECKING:
+    from muster.controllers.context import Context
+
 __all__ = [
     "StopReasons",
+    "clear_pods",
     "ended_by_stop",
     "request_stop",
     "stop_grace",
@@ -68,6 +74,20 @@ def stop_requested_object(pod: Obj, reason: str, now: float, grace: float | None
         annotations[STOP_GRACE_ANNOTATION] = f"{grace:g}"
     meta.setdefault("deletionTimestamp", iso(now))
     return out
+
+
+def clear_pods(ctx: Context, pods: list[Obj], reason: str, now: float) -> bool:
+    """Ask the unfinished ``pods`` to stop and delete the finished ones (an owner making way
+    for a new run); True while any remain."""
+    remaining = False
+    for p in pods:
+        if is_final(p):
+            remaining |= not ctx.delete(p)
+        else:
+            remaining = True
+            if not stop_requested(p):
+                ctx.update(stop_requested_object(p, reason, now))
+    return remaining
 
 
 def stop_grace(pod: Obj) -> float | None:

@@ -61,7 +61,7 @@ from muster.api.lifecycle import (
 )
 from muster.api.trainingjob import REPLICA_TYPES
 from muster.controllers.context import Context
-from muster.controllers.pods.stop import StopReasons, stop_requested, stop_requested_object
+from muster.controllers.pods.stop import StopReasons, clear_pods, stop_requested
 from muster.controllers.scheduling.priority import PriorityClassMissing, priority_of
 from muster.controllers.scheduling.snapshot import DEFAULT_QUEUE
 from muster.controllers.scheduling.workloads import REQUEUE_EVICTIONS
@@ -558,15 +558,7 @@ class _Pass:
 
     def _clear(self, pods: list[Obj], reason: str) -> bool:
         """Stop the unfinished ``pods`` and delete the finished ones; True while any remain."""
-        remaining = False
-        for p in pods:
-            if is_final(p):
-                remaining |= not self.ctx.delete(p)
-            else:
-                remaining = True
-                if not stop_requested(p):
-                    self.ctx.update(stop_requested_object(p, reason, self.now))
-        return remaining
+        return clear_pods(self.ctx, pods, reason, self.now)
 
     # -- helpers ---------------------------------------------------------------------------------
 

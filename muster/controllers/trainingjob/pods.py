@@ -63,6 +63,7 @@ __all__ = [
     "port_free",
     "training_env",
     "workload_for",
+    "workload_object",
 ]
 
 Obj = dict[str, Any]
@@ -119,11 +120,32 @@ def workload_for(
             continue
         count, min_count = _counts(spec, rtype, int(replica.get("replicas", 1)))
         pod_sets.append(pod_set_of(rtype.lower(), replica["template"], count, min_count))
-    wl_spec: Obj = {
-        "priority": priority,
-        "active": not (spec.get("runPolicy") or {}).get("suspend", False),
-        "podSets": pod_sets,
-    }
+    return workload_object(
+        job,
+        labels={JOB_NAME_LABEL: meta["name"]},
+        annotations={MASTER_PORT_ANNOTATION: str(master_port)},
+        pod_sets=pod_sets,
+        priority=priority,
+        active=not (spec.get("runPolicy") or {}).get("suspend", False),
+        queue=queue,
+        priority_class=priority_class,
+    )
+
+
+def workload_object(
+    owner: Obj,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    pod_sets: list[Obj],
+    priority: int,
+    active: bool,
+    queue: str | None,
+    priority_class: str | None,
+) -> Obj:
+    """The Workload (same name and namespace) that ``owner`` submits to its queue."""
+    meta = owner["metadata"]
+    wl_spec: Obj = {"priority": priority, "active": active, "podSets": pod_sets}
     if queue:
         wl_spec["queueName"] = queue
     if priority_class:
@@ -134,9 +156,9 @@ def workload_for(
         "metadata": {
             "name": meta["name"],
             "namespace": meta.get("namespace") or "default",
-            "labels": {JOB_NAME_LABEL: meta["name"]},
-            "annotations": {MASTER_PORT_ANNOTATION: str(master_port)},
-            "ownerReferences": [owner_reference(job)],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(owner)],
         },
         "spec": wl_spec,
     }
