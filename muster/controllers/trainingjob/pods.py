@@ -47,6 +47,7 @@ from muster.api.podspec import PodTemplateSpec
 from muster.api.resources import pod_requests
 
 __all__ = [
+    "DEFAULT_GROW_COOLDOWN",
     "REPLICA_TYPES",
     "GangShape",
     "bound_pod_spec",
@@ -63,6 +64,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 REPLICA_TYPES = ("Master", "Worker")
+DEFAULT_GROW_COOLDOWN = 60  # seconds: elasticPolicy.growCooldownSeconds unset
 
 
 def owner_reference(job: Obj) -> Obj:
@@ -121,6 +123,12 @@ def workload_for(
         "active": not (spec.get("runPolicy") or {}).get("suspend", False),
         "podSets": pod_sets,
     }
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None:
+        # resized in place (docs/trainingjob.md, "Elastic jobs"): grown back toward maxReplicas,
+        # shrunk on node loss
+        cooldown = elastic.get("growCooldownSeconds")
+        wl_spec["elastic"] = {"growCooldownSeconds": DEFAULT_GROW_COOLDOWN if cooldown is None else cooldown}
     if queue:
         wl_spec["queueName"] = queue
     if priority_class:

@@ -1,0 +1,173 @@
+"""Elastic TrainingJobs through the manager (docs/trainingjob.md, "Elastic jobs"): grown back
+toward maxReplicas when capacity returns (after the gang runs and its cool-down), shrunk in
+place when a node of it is lost, each size a new run of the gang from its checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from muster.store import Store
+from tests.controllers.conftest import Harness, job
+
+Obj = dict[str, Any]
+
+
+def elastic(name: str, workers: int, low: int, cooldown: int | None = 30) -> Obj:
+    policy: Obj = {"minReplicas": low, "maxReplicas": workers}
+    if cooldown is not None:
+        policy["growCooldownSeconds"] = cooldown
+    return job(name, workers=workers, gpus=1, elasticPolicy=policy)
+
+
+def admitted_workers(h: Harness, name: str) -> int:
+    wl = h.get("Workload", name)
+    (worker,) = [a for a in wl["status"]["admission"]["podSetAssignments"] if a["name"] == "worker"]
+    return int(worker["count"])
+
+
+def held(h: Harness, name: str) -> str | None:
+    return (
+        (((h.get("Workload", name) or {}).get("status") or {}).get("elastic") or {})
+        .get("held", {})
+        .get("reason")
+    )
+
+
+def live_workers(h: Harness, name: str) -> list[Obj]:
+    return [
+        p
+        for n, p in sorted(h.pods().items())
+        if n.startswith(f"{name}-worker-") and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def test_a_job_admitted_small_grows_back_when_capacity_returns(harness: Harness):
+    h = harness  # one node, 4 GPUs
+    h.apply(job("blocker", workers=1, gpus=2))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 1)
+    h.rt.run_all()
+    h.apply(elastic("train", workers=4, low=1))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 3)
+    assert admitted_workers(h, "train") == 2
+    h.settle()
+    assert held(h, "train") == "GangStarting"  # a gang still starting is never restarted
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    h.settle()
+    # Nothing free yet: the blocker holds the rest of the default queue's quota (the node's GPUs).
+    h.clock.advance(31)
+    h.settle()
+    assert held(h, "train") == "QuotaExhausted" and admitted_workers(h, "train") == 2
+    h.rt.exit("default/blocker-worker-0", 0)
+    h.settle(lambda: admitted_workers(h, "train") == 4)
+    wl = h.get("Workload", "train")
+    assert wl["status"]["elastic"]["resizes"] == 1 and "held" not in wl["status"]["elastic"]
+    assert ("Resized", "resized worker 2 -> 4: capacity returned") in h.events(wl)
+    # The gang restarts at the new size: the old pods are stopped (SIGTERM, the checkpoint
+    # handshake), the new ones get the new world size.
+    h.settle(lambda: len(live_workers(h, "train")) == 4)
+    assert {k for k, _ in h.rt.stops} == {"default/train-worker-0", "default/train-worker-1"}
+    envs = [h.rt.find(f"default/train-worker-{i}").env for i in range(4)]
+    assert {e["PET_NNODES"] for e in envs} == {"4"} and {e["WORLD_SIZE"] for e in envs} == {"4"}
+    assert h.has("TrainingJob", "train", "Restarting", "Resized")
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    status = h.job("train")["status"]
+    assert status.get("restartCount", 0) == 0  # a resize is no failure
+    (record,) = status["resizes"]
+    assert (record["from"], record["to"], record["reason"]) == (2, 4, "CapacityReturned")
+    assert ("Resized", "2 -> 4 workers: capacity returned") in h.events(h.job("train"))
+    h.settle()
+    assert held(h, "train") is None  # at its full size: nothing to explain
+
+
+def test_growth_waits_for_its_cool_down(harness: Harness):
+    h = harness
+    h.apply(job("blocker", workers=1, gpus=3))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 1)
+    h.rt.run_all()
+    h.apply(elastic("train", workers=3, low=1, cooldown=120))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 2)
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    h.rt.exit("default/blocker-worker-0", 0)
+    h.clock.advance(60)
+    h.settle()
+    assert admitted_workers(h, "train") == 1 and held(h, "train") == "CoolingDown"
+    message = h.get("Workload", "train")["status"]["elastic"]["held"]["message"]
+    assert "growCooldownSeconds (120s)" in message
+    h.clock.advance(61)
+    h.settle(lambda: admitted_workers(h, "train") == 3)
+
+
+def test_growth_yields_to_a_waiting_job(harness: Harness):
+    h = harness
+    h.apply(job("blocker", workers=1, gpus=3))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 1)
+    h.rt.run_all()
+    h.apply(elastic("train", workers=4, low=1, cooldown=0))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 2)
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    h.apply(job("next", workers=1, gpus=3))
+    h.rt.exit("default/blocker-worker-0", 0)
+    h.settle(lambda: h.get("Workload", "next") is not None and h.has("TrainingJob", "next", "Queued"))
+    h.settle()
+    # next (3 GPUs) is admitted into what the blocker left; train does not take it first.
+    assert h.get("Workload", "next")["status"].get("admission")
+    assert admitted_workers(h, "train") == 1
+    # A job that waits for more than is free keeps it from train too (same priority).
+    h.apply(job("big", workers=1, gpus=4))
+    h.rt.run_all()
+    h.rt.exit("default/next-worker-0", 0)
+    h.settle(lambda: held(h, "train") == "WaitingWorkloadsFirst")
+    assert admitted_workers(h, "train") == 1
+    assert "default/big" in h.get("Workload", "train")["status"]["elastic"]["held"]["message"]
+
+
+@pytest.fixture
+def two_nodes(sqlite_store: Store, tmp_path) -> Harness:
+    h = Harness(sqlite_store, tmp_path / "home", nodes={"node-a": 2, "node-b": 2}, node_grace_seconds=40)
+    yield h
+    h.close()
+
+
+def test_a_lost_node_shrinks_the_job_in_place(two_nodes: Harness):
+    h = two_nodes
+    h.apply(elastic("train", workers=4, low=2))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 4)
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    h.rt.lose_node("node-b")
+    h.clock.advance(50)
+    h.settle(lambda: admitted_workers(h, "train") == 2)
+    wl = h.get("Workload", "train")
+    assert not (wl["status"].get("requeueState") or {}).get("count")  # never requeued
+    assert {p["node"] for p in wl["status"]["admission"]["podSetAssignments"][0]["pods"]} == {"node-a"}
+    assert wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] == "2"
+    h.settle(lambda: len(live_workers(h, "train")) == 2 and h.rt.find("default/train-worker-1").env)
+    envs = [h.rt.find(f"default/train-worker-{i}").env for i in range(2)]
+    assert {e["PET_NNODES"] for e in envs} == {"2"}
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    status = h.job("train")["status"]
+    assert status.get("restartCount", 0) == 0 and not status.get("preemptions")
+    assert (status["resizes"][-1]["from"], status["resizes"][-1]["to"]) == (4, 2)
+    assert status["resizes"][-1]["reason"] == "NodeLost"
+    reasons = [r for r, _ in h.events(h.job("train"))]
+    assert "Resized" in reasons and "Queued" not in reasons[reasons.index("Running") :]
+
+
+def test_a_lost_node_below_min_replicas_requeues_as_before(two_nodes: Harness):
+    h = two_nodes
+    h.apply(elastic("train", workers=4, low=3))
+    h.settle(lambda: len(h.rt.pods_by_uid) == 4)
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    h.rt.lose_node("node-b")
+    h.clock.advance(50)
+    h.settle(lambda: h.has("TrainingJob", "train", "Queued"))
+    assert "NodeLost" in [r for r, _ in h.events(h.get("Workload", "train"))]
+    assert not (h.get("Workload", "train")["status"].get("elastic") or {}).get("resizes")
