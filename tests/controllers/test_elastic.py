@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 
+from muster.cli.why import render
+from muster.controllers.insight.explain import Explanation, explain
+from muster.controllers.insight.explain.gather import gather
+from muster.server.views import StoreSource
 from muster.store import Store
 from tests.controllers.conftest import Harness, job
 
@@ -35,6 +39,11 @@ def held(h: Harness, name: str) -> str | None:
     )
 
 
+def why(h: Harness, name: str) -> Explanation:
+    obj = h.job(name)
+    return explain(obj, gather(StoreSource(h.store), obj, now=h.clock()))
+
+
 def live_workers(h: Harness, name: str) -> list[Obj]:
     return [
         p
@@ -60,6 +69,18 @@ def test_a_job_admitted_small_grows_back_when_capacity_returns(harness: Harness)
     h.clock.advance(31)
     h.settle()
     assert held(h, "train") == "QuotaExhausted" and admitted_workers(h, "train") == 2
+    ex = why(h, "train")
+    assert ex.elastic is not None and (
+        ex.elastic.workers,
+        ex.elastic.min_replicas,
+        ex.elastic.max_replicas,
+    ) == (
+        2,
+        1,
+        4,
+    )
+    assert ex.elastic.held_reason == "QuotaExhausted" and "quota of ClusterQueue" in ex.elastic.held_message
+    assert "runs 2 of 4 workers (minReplicas 1, maxReplicas 4); not larger: 1 more pod(s)" in ex.summary
     h.rt.exit("default/blocker-worker-0", 0)
     h.settle(lambda: admitted_workers(h, "train") == 4)
     wl = h.get("Workload", "train")
@@ -79,6 +100,9 @@ def test_a_job_admitted_small_grows_back_when_capacity_returns(harness: Harness)
     (record,) = status["resizes"]
     assert (record["from"], record["to"], record["reason"]) == (2, 4, "CapacityReturned")
     assert ("Resized", "2 -> 4 workers: capacity returned") in h.events(h.job("train"))
+    ex = why(h, "train")
+    assert "runs at its full size: 4 workers" in ex.summary and ex.elastic.held_reason is None
+    render(ex.to_dict())  # the CLI's text form takes it
     h.settle()
     assert held(h, "train") is None  # at its full size: nothing to explain
 

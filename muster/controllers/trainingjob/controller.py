@@ -346,8 +346,8 @@ class _Pass:
         del records[:-_RESIZES_KEPT]
         if job_phase(self.job) in (JobPhase.RUNNING, JobPhase.RESTARTING):
             self._move(JobPhase.RESTARTING, "Resized", message)
-        else:
-            self.events.append(EventSpec("Normal", "Resized", message))
+            self.events.pop()  # a resize is no failure: a Normal event, not the restart's Warning
+        self.events.append(EventSpec("Normal", "Resized", message))
         return True
 
     def _gang_running(self, live: list[Obj], expected: list) -> bool:
