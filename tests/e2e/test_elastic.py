@@ -2,10 +2,8 @@
 maxReplicas when capacity returns, through the checkpoint handshake (SIGTERM, checkpoint,
 restart at the new world size, resume) of docs/trainingjob.md, "Elastic jobs".
 
-The trainer is plain Python (no torch, so it starts in a blink): every rank counts steps; on
-SIGTERM rank 0 saves the step (written aside, then renamed) and every rank exits 143; on start
-it resumes from the saved step. Rank 0 logs to ``TRAIN_LOG`` (outside the checkpoint
-directory, so the newest file there is the checkpoint)."""
+The trainer is :mod:`muster.testing.checkpoint_trainer` (plain Python, no torch, so it starts
+in a blink)."""
 
 from __future__ import annotations
 
@@ -19,35 +17,7 @@ from tests.e2e.jobs import PYTHON, cluster, held_job, job_doc, wait_condition
 
 pytestmark = pytest.mark.slow
 
-TRAINER = """
-import json, os, signal, sys, time
-from pathlib import Path
-ck, rank = Path(os.environ["MUSTER_CHECKPOINT_DIR"]), int(os.environ["RANK"])
-log, release = Path(os.environ["TRAIN_LOG"]), Path(os.environ["TRAIN_RELEASE_FILE"])
-steps, hold = int(os.environ["TRAIN_STEPS"]), int(os.environ["TRAIN_HOLD_AT"])
-stop = []
-signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-saved = ck / "step.json"
-step = json.loads(saved.read_text())["step"] if saved.exists() else 0
-def note(**e):
-    if rank == 0:
-        with open(log, "a") as f:
-            f.write(json.dumps(e) + "\\n")
-note(event="start", world=os.environ["WORLD_SIZE"], nnodes=os.environ["PET_NNODES"], step=step)
-while step < steps:
-    if stop:
-        if rank == 0:
-            aside = ck / "step.tmp"
-            aside.write_text(json.dumps({"step": step}))
-            aside.replace(saved)
-            note(event="checkpoint", step=step)
-        sys.exit(143)
-    if step >= hold and not release.exists():
-        time.sleep(0.02)
-        continue
-    step += 1
-note(event="done", step=step)
-"""
+TRAINER = [PYTHON, "-m", "muster.testing.checkpoint_trainer"]
 
 
 def test_elastic_job_grows_back_from_its_checkpoint_when_capacity_returns(muster_home: Path, tmp_path: Path):
@@ -60,7 +30,7 @@ def test_elastic_job_grows_back_from_its_checkpoint_when_capacity_returns(muster
             [
                 job_doc(
                     "train",
-                    [PYTHON, "-c", TRAINER],
+                    TRAINER,
                     workers=4,
                     env={**env, "TRAIN_HOLD_AT": "2"},
                     run_policy={"backoffLimit": 0},  # a resize is no failure
