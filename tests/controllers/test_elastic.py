@@ -107,15 +107,20 @@ def test_a_job_admitted_small_grows_back_when_capacity_returns(harness: Harness)
     assert held(h, "train") is None  # at its full size: nothing to explain
 
 
-def test_growth_waits_for_its_cool_down(harness: Harness):
-    h = harness
+def running_beside_a_blocker(h: Harness, workers: int, cooldown: int) -> None:
+    """A blocker holds 3 of the 4 GPUs; train runs its 1 worker in the GPU left."""
     h.apply(job("blocker", workers=1, gpus=3))
     h.settle(lambda: len(h.rt.pods_by_uid) == 1)
     h.rt.run_all()
-    h.apply(elastic("train", workers=3, low=1, cooldown=120))
+    h.apply(elastic("train", workers=workers, low=1, cooldown=cooldown))
     h.settle(lambda: len(h.rt.pods_by_uid) == 2)
     h.rt.run_all()
     h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+
+
+def test_growth_waits_for_its_cool_down(harness: Harness):
+    h = harness
+    running_beside_a_blocker(h, workers=3, cooldown=120)
     h.rt.exit("default/blocker-worker-0", 0)
     h.clock.advance(60)
     h.settle()
@@ -128,13 +133,7 @@ def test_growth_waits_for_its_cool_down(harness: Harness):
 
 def test_growth_yields_to_a_waiting_job(harness: Harness):
     h = harness
-    h.apply(job("blocker", workers=1, gpus=3))
-    h.settle(lambda: len(h.rt.pods_by_uid) == 1)
-    h.rt.run_all()
-    h.apply(elastic("train", workers=4, low=1, cooldown=0))
-    h.settle(lambda: len(h.rt.pods_by_uid) == 2)
-    h.rt.run_all()
-    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    running_beside_a_blocker(h, workers=4, cooldown=0)
     h.apply(job("next", workers=1, gpus=3))
     h.rt.exit("default/blocker-worker-0", 0)
     h.settle(lambda: h.get("Workload", "next") is not None and h.has("TrainingJob", "next", "Queued"))
@@ -158,14 +157,19 @@ def two_nodes(sqlite_store: Store, tmp_path) -> Harness:
     h.close()
 
 
-def test_a_lost_node_shrinks_the_job_in_place(two_nodes: Harness):
-    h = two_nodes
-    h.apply(elastic("train", workers=4, low=2))
+def lose_a_node_under(h: Harness, doc: Obj) -> None:
+    """``doc`` runs 2 workers on each node; then node-b stops answering past its grace."""
+    h.apply(doc)
     h.settle(lambda: len(h.rt.pods_by_uid) == 4)
     h.rt.run_all()
     h.settle(lambda: h.has("TrainingJob", "train", "Running"))
     h.rt.lose_node("node-b")
     h.clock.advance(50)
+
+
+def test_a_lost_node_shrinks_the_job_in_place(two_nodes: Harness):
+    h = two_nodes
+    lose_a_node_under(h, elastic("train", workers=4, low=2))
     h.settle(lambda: admitted_workers(h, "train") == 2)
     wl = h.get("Workload", "train")
     assert not (wl["status"].get("requeueState") or {}).get("count")  # never requeued
@@ -186,12 +190,7 @@ def test_a_lost_node_shrinks_the_job_in_place(two_nodes: Harness):
 
 def test_a_lost_node_below_min_replicas_requeues_as_before(two_nodes: Harness):
     h = two_nodes
-    h.apply(elastic("train", workers=4, low=3))
-    h.settle(lambda: len(h.rt.pods_by_uid) == 4)
-    h.rt.run_all()
-    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
-    h.rt.lose_node("node-b")
-    h.clock.advance(50)
+    lose_a_node_under(h, elastic("train", workers=4, low=3))
     h.settle(lambda: h.has("TrainingJob", "train", "Queued"))
     assert "NodeLost" in [r for r, _ in h.events(h.get("Workload", "train"))]
     assert not (h.get("Workload", "train")["status"].get("elastic") or {}).get("resizes")

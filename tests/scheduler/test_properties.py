@@ -237,9 +237,13 @@ def _no_oversubscription(snap: Snapshot, d: Decisions) -> None:
         for ps in p.workload.pod_sets:
             for pod in ps.pods:
                 unbind_pod(table, table.index[pod.node], ps.requests, pod.gpus, ps.gpu_milli)
-    for a in d.admitted:
-        specs = {ps.name: ps for ps in a.workload.pod_sets}
-        for ps in a.pod_sets:
+    # admissions place whole pod sets, resizes the added pods (of the full-size pod sets)
+    placed = [(a.workload.pod_sets, a.pod_sets) for a in d.admitted] + [
+        (r.workload.grow, r.pod_sets) for r in d.resized
+    ]
+    for pod_sets, admitted in placed:
+        specs = {ps.name: ps for ps in pod_sets}
+        for ps in admitted:
             for pl in ps.placements:
                 for g in pl.gpus:
                     bind_pod(table, table.index[pl.node], specs[ps.name].requests, g, pl.gpu_milli)
@@ -249,12 +253,6 @@ def _no_oversubscription(snap: Snapshot, d: Decisions) -> None:
             for pl in c["placements"]:
                 for g in pl["gpus"]:
                     bind_pod(table, table.index[pl["node"]], spec.requests, tuple(g), spec.gpu_milli)
-    for r in d.resized:
-        specs = {ps.name: ps for ps in r.workload.grow}
-        for ps in r.pod_sets:
-            for pl in ps.placements:
-                for g in pl.gpus:
-                    bind_pod(table, table.index[pl.node], specs[ps.name].requests, g, pl.gpu_milli)
     assert (table.free >= 0).all()
     healthy = as_table(snap.nodes).gpu_free >= 0
     assert (table.gpu_free[healthy] >= 0).all() and (table.gpu_free <= 1000).all()
