@@ -16,7 +16,8 @@ turn. The rule:
   quota, the namespace's quotas and the nodes); a pod set that asks for a required
   topology or for hostname anti-affinity does not grow (the added pods could not honour it
   together with the running ones: it grows when it is requeued);
-* growers go in order: higher priority, then admitted earlier, then namespace/name.
+* growers go in order: higher priority, then admitted earlier, then namespace/name; a
+  stopped ClusterQueue grows nothing.
 
 Every grower that stays below its full size gets a :class:`~muster.scheduler.decisions.GrowthHeld`
 saying what is missing for one more pod; every growth is a
@@ -65,6 +66,11 @@ class _Grower:
     def run(self) -> None:
         room = [(aps, self.full[aps.name]) for aps in self.wl.pod_sets if self._room(aps)]
         if not room:
+            return
+        if self.info.cq.cq is not None and self.info.cq.cq.stopped:
+            self._held(
+                R.QUEUE_STOPPED, f"cluster queue {self.info.cq.name} is stopped: it admits nothing", {}
+            )
             return
         blocker = self._blocker()
         if blocker is not None:
