@@ -11,6 +11,7 @@ import pytest
 from muster.cli.why import render
 from muster.controllers.insight.explain import Explanation, explain
 from muster.controllers.insight.explain.gather import gather
+from muster.controllers.scheduling.elastic import shrunk
 from muster.server.views import StoreSource
 from muster.store import Store
 from tests.controllers.conftest import Harness, job
@@ -81,9 +82,12 @@ def test_a_job_admitted_small_grows_back_when_capacity_returns(harness: Harness)
     )
     assert ex.elastic.held_reason == "QuotaExhausted" and "quota of ClusterQueue" in ex.elastic.held_message
     assert "runs 2 of 4 workers (minReplicas 1, maxReplicas 4); not larger: 1 more pod(s)" in ex.summary
+    before = h.get("Workload", "train")["status"]["admission"]["podSetAssignments"][0]["pods"]
     h.rt.exit("default/blocker-worker-0", 0)
     h.settle(lambda: admitted_workers(h, "train") == 4)
     wl = h.get("Workload", "train")
+    grown = wl["status"]["admission"]["podSetAssignments"][0]
+    assert grown["pods"][:2] == before and grown["resourceUsage"]["nvidia.com/gpu"] == "4"
     assert wl["status"]["elastic"]["resizes"] == 1 and "held" not in wl["status"]["elastic"]
     assert ("Resized", "resized worker 2 -> 4: capacity returned") in h.events(wl)
     # The gang restarts at the new size: the old pods are stopped (SIGTERM, the checkpoint
@@ -194,3 +198,39 @@ def test_a_lost_node_below_min_replicas_requeues_as_before(two_nodes: Harness):
     h.settle(lambda: h.has("TrainingJob", "train", "Queued"))
     assert "NodeLost" in [r for r, _ in h.events(h.get("Workload", "train"))]
     assert not (h.get("Workload", "train")["status"].get("elastic") or {}).get("resizes")
+
+
+def _admitted_wl(min_count: int, pods: dict[str, list[str]]) -> Obj:
+    """A Workload of an elastic job with a Master: ``pods`` maps pod set -> the node of each pod."""
+    sets = [{"name": n, "count": len(nodes) if n == "master" else 4} for n, nodes in pods.items()]
+    sets[-1]["minCount"] = min_count
+    return {
+        "spec": {"elastic": {"growCooldownSeconds": 0}, "podSets": sets},
+        "status": {
+            "admission": {
+                "clusterQueue": "q",
+                "podSetAssignments": [
+                    {
+                        "name": n,
+                        "count": len(nodes),
+                        "resourceUsage": {"cpu": f"{len(nodes)}"},
+                        "pods": [{"node": x} for x in nodes],
+                    }
+                    for n, nodes in pods.items()
+                ],
+            }
+        },
+    }
+
+
+def test_shrinking_keeps_min_count_and_the_master():
+    wl = _admitted_wl(2, {"master": ["a"], "worker": ["a", "b", "b", "a"]})
+    master, worker = shrunk(wl, {"b"})
+    assert master["count"] == 1 and worker["count"] == 2
+    assert [p["node"] for p in worker["pods"]] == ["a", "a"] and worker["resourceUsage"] == {"cpu": "2"}
+    assert shrunk(wl, {"c"}) is None  # nothing of it was there
+    assert shrunk(_admitted_wl(3, {"master": ["a"], "worker": ["a", "b", "b", "a"]}), {"b"}) is None
+    assert shrunk(_admitted_wl(1, {"master": ["b"], "worker": ["a", "b", "b", "a"]}), {"b"}) is None
+    plain = _admitted_wl(1, {"worker": ["a", "b"]})
+    del plain["spec"]["elastic"]
+    assert shrunk(plain, {"b"}) is None  # not elastic: evicted and requeued as any Workload
