@@ -125,9 +125,9 @@ def render_table(r: ReplayResult) -> Table:
         t.add_row(p.name, "[red]preempted[/]", p.reason, f"for {p.preemptor.name}")
     for p in d.pending:
         t.add_row(p.name, "[yellow]pending[/]", p.reason, p.message)
-    for r in d.resized:
-        sizes = ", ".join(f"{ps.name} {r.previous[ps.name]} -> {ps.count}" for ps in r.pod_sets)
-        t.add_row(r.name, "[green]grown[/]", "", sizes)
+    for grown in d.resized:
+        sizes = ", ".join(f"{ps.name} {grown.previous[ps.name]} -> {ps.count}" for ps in grown.pod_sets)
+        t.add_row(grown.name, "[green]grown[/]", "", sizes)
     for h in d.held:
         t.add_row(h.name, "[yellow]not grown[/]", h.reason, h.message)
     stats = render_json(r)["stats"]
