@@ -5,7 +5,7 @@ Every rank counts steps; on SIGTERM rank 0 saves the step (written aside, then r
 ``$MUSTER_CHECKPOINT_DIR/step.json`` and every rank exits 143; on start it resumes from the
 saved step. Rank 0 appends JSON lines to ``TRAIN_LOG`` (outside the checkpoint directory, so
 the newest file there is the checkpoint): ``start`` (world size, nodes, step), ``checkpoint``,
-``done``.
+``done`` (the other ranks end after rank 0 did).
 
 Settings (environment): ``TRAIN_STEPS`` (default 10); ``TRAIN_HOLD_AT`` with
 ``TRAIN_RELEASE_FILE``: from that step on every rank waits until the file exists (still obeying
@@ -50,7 +50,17 @@ def main() -> int:
             time.sleep(0.02)
             continue
         step += 1
-    note(event="done", step=step)
+    # Without collectives a fast rank could finish before rank 0 even started (and the job
+    # succeeds with its first Worker): the others finish only after rank 0.
+    done = ckdir / ".done"
+    if rank == 0:
+        note(event="done", step=step)
+        done.touch()
+        return 0
+    while not done.exists():
+        if stop:
+            return 143
+        time.sleep(0.02)
     return 0
 
 
