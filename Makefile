@@ -7,7 +7,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEST_EXTRAS := dev,torch,sim,k8s,ray,experiments
-PYTEST_ARGS ?=
+# Two workers: the tests that start processes on one, the in-process tests on the other.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: demo test lint fmt install install-dev bench clean
 

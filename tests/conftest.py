@@ -139,3 +139,26 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
 
     with LocalRayCluster(gpu_nodes=2, gpus=4) as cluster:
         yield cluster
+
+
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). The tests
+# that start real processes (servers, trainers, model servers, the Ray and Kubernetes clusters
+# of the session fixtures) all go to one worker, one at a time as before: two of them at once
+# would compete for the CPU their timing depends on, and the Ray fixture's dashboard port is
+# fixed. The in-process tests share the other worker.
+_WITH_PROCESSES = (
+    "tests/e2e/",
+    "tests/examples/",
+    "tests/kubernetes/",
+    "tests/runtime/kubernetes/",
+    "tests/runtime/ray/",
+    "tests/testing/test_kubernetes.py",
+    "tests/cli/test_demo.py",
+)
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.resolve().relative_to(_REPO).as_posix().startswith(_WITH_PROCESSES):
+            item.add_marker(pytest.mark.xdist_group("processes"))

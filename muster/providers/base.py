@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from muster.runtime.base import NodeTaint
+from muster.runtime.base import MachineShape
 
 __all__ = ["Instance", "Interruption", "NodeProvider", "NodeRequest", "ProviderError"]
 
@@ -28,8 +28,9 @@ class ProviderError(Exception):
 
 
 @dataclass(frozen=True)
-class NodeRequest:
-    """One machine to make, as the NodeClaim ``claim`` of pool ``pool`` asks for it.
+class NodeRequest(MachineShape):
+    """One machine of the given shape to make, as the NodeClaim ``claim`` of pool ``pool`` asks
+    for it.
 
     ``labels`` and ``taints`` are what the Node must carry (the pool's template plus
     ``muster.dev/nodepool``, ``muster.dev/nodeclaim``, ``muster.dev/capacity-type`` and
@@ -42,15 +43,6 @@ class NodeRequest:
     pool: str
     capacity_type: str
     price_per_hour: float
-    gpus: int
-    gpu_model: str
-    gpu_memory_bytes: int
-    cpu: str
-    memory: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[NodeTaint, ...] = ()
-    mig_profile: str = ""
-    mig_slices: int = 0
     ready_in_seconds: float = 0.0
     config: Mapping[str, str] = field(default_factory=dict)
 

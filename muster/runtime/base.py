@@ -41,6 +41,7 @@ __all__ = [
     "GpuFault",
     "GpuSample",
     "LaunchError",
+    "MachineShape",
     "MigDevice",
     "NodeCondition",
     "NodeInfo",
@@ -710,16 +711,13 @@ class SupportsFaultInjection(ABC):
         """
 
 
-@dataclass(frozen=True)
-class VirtualNodeSpec:
-    """A node a runtime hosts beside its own machine, made on request (a capacity provider's
-    "machine": docs/capacity.md). It has ``gpus`` fake GPUs of ``gpu_model`` with
-    ``gpu_memory_bytes`` each (cut into ``mig_slices`` slices of ``mig_profile`` when set),
-    ``cpu`` and ``memory`` (quantity strings), the ``labels`` and, on creation, the ``taints``
-    of its template. It is offered by :meth:`Runtime.nodes` from ``ready_at`` (epoch seconds)
-    on, as a machine that finished booting."""
+@dataclass(frozen=True, kw_only=True)
+class MachineShape:
+    """What a machine has: ``gpus`` GPUs of ``gpu_model`` with ``gpu_memory_bytes`` each (cut
+    into ``mig_slices`` slices of ``mig_profile`` when set), ``cpu`` and ``memory`` (quantity
+    strings), and the ``labels`` and ``taints`` its Node carries. Shared by what the capacity
+    controller asks a provider for and what a runtime hosts, so the two cannot drift."""
 
-    name: str
     gpus: int
     gpu_model: str
     gpu_memory_bytes: int
@@ -729,6 +727,16 @@ class VirtualNodeSpec:
     taints: tuple[NodeTaint, ...] = ()
     mig_profile: str = ""
     mig_slices: int = 0
+
+
+@dataclass(frozen=True)
+class VirtualNodeSpec(MachineShape):
+    """A node named ``name`` that a runtime hosts beside its own machine, made on request (a
+    capacity provider's "machine": docs/capacity.md), with fake GPUs; the taints apply on
+    creation. It is offered by :meth:`Runtime.nodes` from ``ready_at`` (epoch seconds) on, as
+    a machine that finished booting."""
+
+    name: str
     ready_at: float = 0.0
 
 

@@ -303,11 +303,11 @@ class ElasticReplay(TimedReplay):
                 pool.name,
                 "spot" if pool.spot else "on-demand",
                 pool.price,
-                pool.gpus,
-                pool.gpu_model,
-                0,
-                "0",
-                "0",
+                gpus=pool.gpus,
+                gpu_model=pool.gpu_model,
+                gpu_memory_bytes=0,
+                cpu="0",
+                memory="0",
                 ready_in_seconds=pool.delay,
             )
         )

@@ -56,7 +56,16 @@ class FakeEc2:
 
 
 REQUEST = NodeRequest(
-    "a100-abcde", "a100", "spot", 9.0, 8, "A100", 80 << 30, "96", "1Ti", labels={"team": "ml"}
+    "a100-abcde",
+    "a100",
+    "spot",
+    9.0,
+    gpus=8,
+    gpu_model="A100",
+    gpu_memory_bytes=80 << 30,
+    cpu="96",
+    memory="1Ti",
+    labels={"team": "ml"},
 )
 
 
