@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from muster.api.conditions import condition, is_true, set_condition
+from muster.api.conditions import condition, is_true, iso, set_condition
 
 __all__ = [
     "FINAL_PHASES",
@@ -43,6 +43,7 @@ __all__ = [
     "phase",
     "requeue_keeps_place",
     "requeue_workload",
+    "resize_workload",
     "set_job_message",
     "workload_state",
 ]
@@ -88,6 +89,8 @@ _W = WorkloadState
 WORKLOAD_TRANSITIONS: dict[tuple[WorkloadState, WorkloadState], str] = {
     # the scheduler reserved quota and placed every pod of the gang (admitted means placed)
     (_W.PENDING, _W.ADMITTED): "admitted",
+    # an elastic workload resized in place: grown into free capacity, or shrunk by a lost node
+    (_W.ADMITTED, _W.ADMITTED): "resized",
     # the scheduler chose it as a victim, or its owner set spec.active=false (suspend)
     (_W.ADMITTED, _W.EVICTING): "evicted",
     # every pod is terminal or gone: the admission is cleared and it queues again
@@ -145,6 +148,32 @@ def evict_workload(
     return EventSpec("Warning" if preemption_reason else "Normal", reason, message)
 
 
+def resize_workload(wl: Obj, assignments: list[Obj], reason: str, why: str, now: float) -> EventSpec:
+    """Admitted -> Admitted at another size: its pod set assignments replaced by
+    ``assignments``; ``status.elastic`` counts the resize (every size is a new run of its pods,
+    which its owner restarts) and records it; its ``held`` note is the next cycle's to write."""
+    _move_workload(wl, WorkloadState.ADMITTED)
+    status = wl["status"]
+    before = {a["name"]: int(a["count"]) for a in status["admission"].get("podSetAssignments") or ()}
+    after = {a["name"]: int(a["count"]) for a in assignments}
+    status["admission"]["podSetAssignments"] = assignments
+    elastic = status.setdefault("elastic", {})
+    elastic["resizes"] = int(elastic.get("resizes") or 0) + 1
+    elastic["lastResizeTime"] = iso(now)
+    changed = [n for n in after if after[n] != before.get(n)]
+    sizes = ", ".join(f"{n} {before.get(n, 0)} -> {after[n]}" for n in changed)
+    message = f"resized {sizes}: {why}"
+    elastic["lastResize"] = {
+        "reason": reason,
+        "message": message,
+        "why": why,
+        "from": {n: before.get(n, 0) for n in changed},
+        "to": {n: after[n] for n in changed},
+    }
+    elastic.pop("held", None)
+    return EventSpec("Normal", "Resized", message)
+
+
 def requeue_workload(wl: Obj, now: float) -> EventSpec:
     """Evicting -> Pending: admission cleared, Requeued (its time orders the queue from now
     on), requeueState.count + 1."""
@@ -153,6 +182,7 @@ def requeue_workload(wl: Obj, now: float) -> EventSpec:
     evicted = condition(wl, "Evicted") or {}
     why = evicted.get("reason") or "Evicted"
     status.pop("admission", None)
+    (status.get("elastic") or {}).pop("held", None)  # it grows only while admitted
     state = status.setdefault("requeueState", {})
     state["count"] = int(state.get("count") or 0) + 1
     set_condition(wl, "QuotaReserved", "False", why, "quota released after eviction", now)

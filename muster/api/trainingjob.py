@@ -149,6 +149,12 @@ class ElasticPolicy(MusterModel):
     rdzv_host: str | None = Field(default=None, description="Rendezvous host (default: the first worker).")
     rdzv_port: int | None = Field(default=None, ge=1, le=65535, description="Rendezvous port.")
     rdzv_id: str | None = Field(default=None, description="Rendezvous id (TORCHELASTIC_RUN_ID).")
+    grow_cooldown_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="Muster: the least seconds between a start or resize of the job and its growing "
+        "toward maxReplicas (each resize restarts every worker from the checkpoint); default 60.",
+    )
 
 
 class SchedulingPolicy(MusterModel):
@@ -352,6 +358,18 @@ class PreemptionRecord(MusterModel):
     )
 
 
+class ResizeRecord(MusterModel):
+    time: str = Field(description="When the job's Workload was resized (UTC).")
+    from_workers: int = Field(alias="from", ge=0, description="Workers before.")
+    to_workers: int = Field(alias="to", ge=0, description="Workers after.")
+    reason: str = Field(default="", description="CapacityReturned or NodeLost.")
+    message: str = Field(default="", description="Human-readable detail.")
+    started: str | None = Field(default=None, description="When the pods of the new size were created (UTC).")
+    checkpoint: str | None = Field(
+        default=None, description="The newest file in MUSTER_CHECKPOINT_DIR when the new size started."
+    )
+
+
 class TrainingJobStatus(MusterModel):
     conditions: list[Condition] = Field(
         default_factory=list,
@@ -365,6 +383,9 @@ class TrainingJobStatus(MusterModel):
     restart_count: int = Field(default=0, ge=0, description="Gang restarts so far (MUSTER_RESTART_COUNT).")
     workload: str | None = Field(default=None, description="Name of its Workload (same namespace).")
     preemptions: list[PreemptionRecord] = Field(default_factory=list, description="Preemption history.")
+    resizes: list[ResizeRecord] = Field(
+        default_factory=list, description="Elastic resizes, the newest last (at most 20 kept)."
+    )
 
 
 class TrainingJob(Object):

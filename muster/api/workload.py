@@ -108,6 +108,14 @@ class PodSet(MusterModel):
         return errors + amount_errors(self.requests, child_path(path, "requests"))
 
 
+class ElasticSpec(MusterModel):
+    grow_cooldown_seconds: int = Field(
+        default=60,
+        ge=0,
+        description="Least seconds between its admission or last resize and growing again.",
+    )
+
+
 class WorkloadSpec(MusterModel):
     queue_name: ObjectName | None = Field(default=None, description="LocalQueue in the workload's namespace.")
     priority: int = Field(default=0, description="Priority value (from the PriorityClass).")
@@ -115,6 +123,11 @@ class WorkloadSpec(MusterModel):
     active: bool = Field(default=True, description="False: deactivated, never admitted.")
     preemptible: bool = Field(default=True, description="Whether the scheduler may preempt it.")
     pod_sets: list[PodSet] = Field(min_length=1, max_length=8, description="The gangs it asks for.")
+    elastic: ElasticSpec | None = Field(
+        default=None,
+        description="Resized in place: grown toward each pod set's count when capacity returns, "
+        "shrunk (down to minCount) when a node of it is lost (an elastic TrainingJob's Workload).",
+    )
 
     def field_rules(self, path: str) -> list[FieldError]:
         return duplicate_errors([p.name for p in self.pod_sets], child_path(path, "podSets"), "name")
@@ -164,6 +177,17 @@ class PendingStatus(MusterModel):
     details: dict[str, Any] = Field(default_factory=dict, description="Machine-readable blocking numbers.")
 
 
+class ElasticStatus(MusterModel):
+    resizes: int = Field(default=0, ge=0, description="Resizes so far (each size is a new run of its pods).")
+    last_resize_time: str | None = Field(default=None, description="When the size last changed (UTC).")
+    last_resize: dict[str, Any] | None = Field(
+        default=None, description="The last resize: reason, message, from and to (counts per pod set)."
+    )
+    held: PendingStatus | None = Field(
+        default=None, description="Why it is not larger now (absent at its full size)."
+    )
+
+
 class WorkloadStatus(MusterModel):
     conditions: list[Condition] = Field(
         default_factory=list,
@@ -173,6 +197,7 @@ class WorkloadStatus(MusterModel):
     requeue_state: RequeueState | None = Field(default=None, description="Eviction backoff.")
     pending: PendingStatus | None = Field(default=None, description="Why it waits.")
     preempted_by: str | None = Field(default=None, description="namespace/name of the preemptor.")
+    elastic: ElasticStatus | None = Field(default=None, description="Resizes of an elastic workload.")
 
 
 class Workload(Object):

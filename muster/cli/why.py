@@ -118,6 +118,8 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
         else:
             text += f", {q['pending']} pending"
         print_field("Queue", text)
+    if ex.get("elastic"):
+        _elastic(ex["elastic"], now)
     if ex.get("requests"):
         print_field("Requests", ", ".join(f"{r} {v}" for r, v in ex["requests"].items()))
     if ex.get("quota"):
@@ -230,6 +232,19 @@ def render(ex: dict[str, Any], now: datetime | None = None) -> None:
     if ex.get("events"):
         print_heading("Recent events")
         print_events(ex["events"], now)
+
+
+def _elastic(facts: dict[str, Any], now: datetime) -> None:
+    """An elastic job's size, its bounds, why it is not larger, and its last resizes."""
+    print_field(
+        "Size", f"{facts['workers']} workers (min {facts['minReplicas']}, max {facts['maxReplicas']})"
+    )
+    if facts.get("heldReason"):
+        print_field("Not larger", f"{facts['heldReason']}: {facts['heldMessage']}")
+    for r in facts.get("resizes") or []:
+        when = f"{age(r['time'], now)} ago" if r.get("time") else ""
+        resumed = f"; resumed from {r['checkpoint']}" if r.get("checkpoint") else ""
+        print_field("Resized", f"{when}: {r.get('message') or ''}{resumed}")
 
 
 def _serving(serving: dict[str, Any]) -> None:

@@ -14,8 +14,9 @@ One thread drives, in order, on every pass:
    then the RayCluster and RayJob controllers (:mod:`muster.controllers.ray`);
 6. the Workload controller (the eviction handshake), then the Namespace controller (a new
    namespace's default LocalQueue);
-7. the scheduler loop, when something it reads changed and a Workload waits; the jobs and
-   workflows it admitted are reconciled at once, so their pods are created in the same pass;
+7. the scheduler loop, when something it reads changed and a Workload waits (or an elastic
+   one may grow); the jobs and workflows it admitted or resized are reconciled at once, so
+   their pods are created in the same pass;
    then the ResourceQuotas' usage;
 8. capacity (:mod:`muster.controllers.capacity`): spot notices, NodeClaims, the autoscaler
    (it reads the verdicts the scheduler just wrote), the cost ledger;
@@ -72,6 +73,7 @@ from muster.controllers.ray.job import RayJobController
 from muster.controllers.ray.pods import local_ray
 from muster.controllers.retention.events import EventRetention, RetentionPolicy
 from muster.controllers.retention.pods import collect_finished_pods
+from muster.controllers.scheduling.elastic import below_full_size
 from muster.controllers.scheduling.loop import SchedulerLoop
 from muster.controllers.scheduling.workloads import WorkloadController
 from muster.controllers.serving.controller import ServingController
@@ -582,7 +584,18 @@ class Manager:
                 return True
             if kind == "Pod" and (obj is None or is_final(obj) or obj["metadata"].get("deletionTimestamp")):
                 return True
+            if kind == "Pod" and self._grows_once_running(obj):
+                return True
         return False
+
+    def _grows_once_running(self, pod: Obj) -> bool:
+        """A running pod of an elastic Workload below its full size: the gang it completes may
+        grow now (growth waits for the gang to run: muster.controllers.scheduling.elastic)."""
+        owner = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
+        if not owner or (pod.get("status") or {}).get("phase") != "Running":
+            return False
+        wl = self.ctx.cache.get("Workload", owner, pod["metadata"].get("namespace") or None)
+        return wl is not None and below_full_size(wl)
 
     def request_fault(self, node: str, fault: GpuFault) -> Future[GpuDevice]:
         """(Any thread; testing only.) Inject ``fault`` into a fake GPU of ``node`` on the next

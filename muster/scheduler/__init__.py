@@ -15,10 +15,12 @@ from muster.scheduler.admission import schedule
 from muster.scheduler.decisions import (
     Admission,
     Decisions,
+    GrowthHeld,
     NodePlacement,
     Pending,
     PodSetAdmission,
     Preemption,
+    Resize,
     apply_decisions,
 )
 from muster.scheduler.nodes import NodeTable
@@ -68,6 +70,7 @@ __all__ = [
     "Decisions",
     "Flavor",
     "FlavorQuotas",
+    "GrowthHeld",
     "NamespaceQuota",
     "Node",
     "NodePlacement",
@@ -82,6 +85,7 @@ __all__ = [
     "Policy",
     "Preemption",
     "PreemptionConfig",
+    "Resize",
     "ResourceGroup",
     "ResourceQuota",
     "Snapshot",

@@ -24,6 +24,10 @@ the ones before it:
    back. The reservation lasts for the round; under StrictFIFO the head stays the head,
    so it lasts for the rest of the cycle.
 
+After the rounds, admitted elastic workloads below their full size grow into what is left
+(:mod:`.grow`: never by preemption, and yielding to waiting workloads of their priority or
+higher).
+
 Under StrictFIFO a head that is not admitted blocks the rest of its queue
 (StrictFIFOBlocked); under BestEffortFIFO the next workload becomes the head. Admissions
 and claims are committed immediately, so the cycle never over-admits.
@@ -44,6 +48,7 @@ from muster.scheduler.decisions import (
     Preemption,
 )
 from muster.scheduler.flavors import Assignment, FlavorPlan, Mode
+from muster.scheduler.grow import grow
 from muster.scheduler.ordering import classical_head_key, fair_head_key, queue_key
 from muster.scheduler.placement.gang import GangItem, GangPlacement, PlacementFailure
 from muster.scheduler.policy import Policy
@@ -59,6 +64,7 @@ def schedule(snapshot: Snapshot, policy: Policy | None = None) -> Decisions:
     and the same snapshot and policy always give the same decisions."""
     cycle = Cycle(snapshot, policy or Policy())
     _Admitter(cycle).run()
+    grow(cycle)  # elastic workloads grow into what is left (muster.scheduler.grow)
     return cycle.decisions
 
 

@@ -29,10 +29,12 @@ from muster.scheduler.snapshot import (
 __all__ = [
     "Admission",
     "Decisions",
+    "GrowthHeld",
     "NodePlacement",
     "Pending",
     "PodSetAdmission",
     "Preemption",
+    "Resize",
     "apply_decisions",
     "bind_pod",
     "unbind_pod",
@@ -110,13 +112,37 @@ class Pending(_Named):
 
 
 @dataclass(slots=True)
+class Resize(_Named):
+    """An admitted elastic workload grown in place: per grown pod set its new ``count`` and,
+    in ``placements``, where the added pods go (the pods it has keep their nodes and devices).
+    ``previous`` is each grown pod set's count before."""
+
+    workload: AdmittedWorkload
+    pod_sets: list[PodSetAdmission]
+    previous: dict[str, int]
+
+
+@dataclass(slots=True)
+class GrowthHeld(_Named):
+    """An elastic workload below its full size that did not grow (fully): a reason code of
+    :mod:`muster.scheduler.grow`, the sentence, and the facts behind it."""
+
+    workload: AdmittedWorkload
+    reason: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Decisions:
     """One cycle's result; ``workloads_considered`` counts pending workloads decided and
-    ``pods_placed`` the pods bound to nodes by the admissions."""
+    ``pods_placed`` the pods bound to nodes by the admissions (and resizes)."""
 
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[Preemption] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
+    resized: list[Resize] = field(default_factory=list)
+    held: list[GrowthHeld] = field(default_factory=list)
     workloads_considered: int = 0
     pods_placed: int = 0
 
@@ -193,8 +219,29 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions, now: float = 0.0) 
                 admission_time=now,
             )
         )
+    grown = {id(r.workload): r for r in decisions.resized}
+    admitted = [_grown(w, grown[id(w)], table) if id(w) in grown else w for w in admitted]
     pending = [w for w in snapshot.pending if id(w) not in done]
     return replace(snapshot, admitted=admitted, pending=pending, nodes=table)
+
+
+def _grown(w: AdmittedWorkload, r: Resize, table: NodeTable | None) -> AdmittedWorkload:
+    """``w`` after the resize ``r``: grown pod sets with the added pods bound."""
+    by_name = {psa.name: psa for psa in r.pod_sets}
+    pod_sets = []
+    for ps in w.pod_sets:
+        psa = by_name.get(ps.name)
+        if psa is None:
+            pod_sets.append(ps)
+            continue
+        added = []
+        for pl in psa.placements:
+            for g in pl.gpus:
+                added.append(PodBinding(pl.node, g, None if pl.gpu_milli == ps.gpu_milli else pl.gpu_milli))
+                if table is not None:
+                    bind_pod(table, table.index[pl.node], ps.requests, g, pl.gpu_milli)
+        pod_sets.append(replace(ps, count=psa.count, pods=ps.pods + tuple(added)))
+    return replace(w, pod_sets=pod_sets)
 
 
 def as_table(nodes: list[Node] | NodeTable) -> NodeTable:

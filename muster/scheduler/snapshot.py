@@ -358,7 +358,8 @@ class AdmittedPodSet:
 @dataclass(slots=True)
 class AdmittedWorkload:
     """A workload holding quota (and, with nodes, running). ``evicted`` marks one already
-    being evicted (its quota still counts; preemption considers it first)."""
+    being evicted (its quota still counts; preemption considers it first). ``grow`` lists the
+    full-size pod sets of an elastic workload the cycle may grow (:mod:`muster.scheduler.grow`)."""
 
     name: str
     queue: str
@@ -369,6 +370,10 @@ class AdmittedWorkload:
     admission_time: float = 0.0
     preemptible: bool = True
     evicted: bool = False
+    # An elastic workload running below its full size that may grow now (its driver decides
+    # when: the gang runs and a cool-down has passed): its pod sets at full size, by name
+    # (``count`` the most it asks for). Empty: it never grows.
+    grow: tuple[PodSet, ...] = ()
 
 
 @dataclass(slots=True)

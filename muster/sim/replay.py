@@ -34,6 +34,7 @@ def render_json(r: ReplayResult) -> dict[str, Any]:
     """The JSON form of ``../shared/scenarios/README.md``."""
     d = r.decisions
     return {
+        **_growth_json(d),
         "admitted": [
             {
                 "name": a.name,
@@ -77,6 +78,33 @@ def render_json(r: ReplayResult) -> dict[str, Any]:
     }
 
 
+def _growth_json(d: Decisions) -> dict[str, Any]:
+    """Elastic growth (beyond the shared JSON form): only when the cycle grew or held any."""
+    growth = {
+        "resized": [
+            {
+                "name": r.name,
+                "namespace": r.namespace,
+                "previous": r.previous,
+                "podSets": [
+                    {
+                        "name": ps.name,
+                        "count": ps.count,
+                        "added": [{"node": pl.node, "pods": pl.pods} for pl in ps.placements],
+                    }
+                    for ps in r.pod_sets
+                ],
+            }
+            for r in d.resized
+        ],
+        "held": [
+            {"name": h.name, "namespace": h.namespace, "reason": h.reason, "message": h.message}
+            for h in d.held
+        ],
+    }
+    return {k: v for k, v in growth.items() if v}
+
+
 def render_table(r: ReplayResult) -> Table:
     """A rich table: one row per decided workload."""
     d = r.decisions
@@ -97,6 +125,11 @@ def render_table(r: ReplayResult) -> Table:
         t.add_row(p.name, "[red]preempted[/]", p.reason, f"for {p.preemptor.name}")
     for p in d.pending:
         t.add_row(p.name, "[yellow]pending[/]", p.reason, p.message)
+    for grown in d.resized:
+        sizes = ", ".join(f"{ps.name} {grown.previous[ps.name]} -> {ps.count}" for ps in grown.pod_sets)
+        t.add_row(grown.name, "[green]grown[/]", "", sizes)
+    for h in d.held:
+        t.add_row(h.name, "[yellow]not grown[/]", h.reason, h.message)
     stats = render_json(r)["stats"]
     t.caption = (
         f"{stats['workloadsConsidered']} workloads, {stats['podsPlaced']} pods placed; "
@@ -142,6 +175,7 @@ def check(r: ReplayResult) -> list[str]:
             for ps, w in want.items():
                 if _normal(key, got.get(ps)) != _normal(key, w):
                     out.append(f"{key}.{name}.{ps}: expected {w}, got {got.get(ps)}")
+    out += _check_growth(e, d)
     nodes = r.scenario.snapshot.nodes
     table = as_table(nodes) if e.get("domains") and nodes is not None else None
     for name, want in (e.get("domains") or {}).items():
@@ -157,6 +191,28 @@ def check(r: ReplayResult) -> list[str]:
             got = _domains(a, ps, table, list(by_label))
             if {k: dict(v) for k, v in by_label.items()} != got:
                 out.append(f"domains.{name}.{ps}: expected {by_label}, got {got}")
+    return out
+
+
+def _check_growth(e: dict[str, Any], d: Decisions) -> list[str]:
+    """``resized`` (new counts), ``resizedNodes`` (where the added pods went) and ``held``
+    (why an elastic workload did not grow); a workload named in none is not resized."""
+    out: list[str] = []
+    resized = {r.name: r for r in d.resized}
+    for key, fn in (("resized", _counts), ("resizedNodes", _nodes)):
+        for name, want in (e.get(key) or {}).items():
+            r = resized.get(name)
+            got = fn(r) if r is not None else None
+            if got != want:
+                out.append(f"{key}.{name}: expected {want}, got {got if r is not None else 'not resized'}")
+    if "resized" in e and sorted(resized) != sorted(e["resized"]):
+        out.append(_set_diff("resized", list(e["resized"]), list(resized)))
+    held = {h.name: h for h in d.held}
+    for name, code in (e.get("held") or {}).items():
+        h = held.get(name)
+        if h is None or h.reason != code:
+            got = f"{h.reason} ({h.message})" if h is not None else "not held"
+            out.append(f"held.{name}: expected {code}, got {got}")
     return out
 
 

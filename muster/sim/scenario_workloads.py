@@ -40,6 +40,9 @@ EXPECT_KEYS = (
     "nodes",
     "domains",
     "devices",
+    "resized",
+    "resizedNodes",
+    "held",
 )
 
 _ADMITTED = (
@@ -54,7 +57,7 @@ _ADMITTED = (
     "podSets",
 )
 _PENDING = ("name", "namespace", "queue", "priority", "creationTime", "podSets")
-_ADMITTED_PS = ("name", "count", "requests", "gpuMilli", "placement")
+_ADMITTED_PS = ("name", "count", "maxCount", "requests", "gpuMilli", "placement")
 _PENDING_PS = (
     "name",
     "count",
@@ -185,15 +188,22 @@ def _admitted(
     name, ns, queue = _common(v, w, path, queues)
     flavors_given = v.labels(w.get("flavors"), f"{path}.flavors")
     pod_sets = []
+    grow = []  # an elastic pod set (maxCount) may grow to its full size
     for pp, ps, psname, count, (requests, gpus, milli) in _pod_sets(v, w, path, _ADMITTED_PS):
         flavors = _flavors(v, queue, requests, gpus, flavors_given, path) if queue else {}
         pods = _bindings(v, ps.get("placement"), f"{pp}.placement", count, requests, gpus, milli, state)
         pod_sets.append(AdmittedPodSet(psname, count, requests, gpus, milli, flavors, pods))
+        most = v.integer(ps.get("maxCount"), f"{pp}.maxCount", minimum=1)
+        if most is not None and most < count:
+            v.err(f"{pp}.maxCount", f"must be >= count ({count})", most)
+        elif most is not None:
+            grow.append(PodSet(psname, most, requests, gpus, milli, min_count=count))
     if not name or queue is None:
         return None
     return AdmittedWorkload(
         **_identity(v, w, path, name, ns, queue, position),
         pod_sets=pod_sets,
+        grow=tuple(grow),
         admission_time=v.number(w.get("admissionTime"), f"{path}.admissionTime", float(position)),
         preemptible=v.boolean(w.get("preemptible"), f"{path}.preemptible", True),
     )
@@ -332,7 +342,16 @@ def check_expect_block(v: Validator, expect: Any) -> None:
         v.choice(code, f"expect.reasons.{name}", CODES, "")
     for name, code in v.mapping(e.get("preemptionReasons"), "expect.preemptionReasons").items():
         v.choice(code, f"expect.preemptionReasons.{name}", PREEMPTION_REASONS, "")
-    for key, depth in (("counts", 2), ("nodes", 3), ("domains", 4), ("devices", 3)):
+    for name, code in v.mapping(e.get("held"), "expect.held").items():
+        v.string(code, f"expect.held.{name}", required=True)
+    for key, depth in (
+        ("counts", 2),
+        ("nodes", 3),
+        ("domains", 4),
+        ("devices", 3),
+        ("resized", 2),
+        ("resizedNodes", 3),
+    ):
         _nested(v, e.get(key), f"expect.{key}", depth, devices=key == "devices")
 
 

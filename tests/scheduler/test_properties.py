@@ -4,12 +4,16 @@
 * gangs are all or nothing (every pod set placed whole, or at least minCount);
 * victims satisfy the preemptor queue's policy;
 * a queue within its nominal quota never loses a workload to another queue;
-* every pending workload is decided exactly once, and the same input gives the same output.
+* every pending workload is decided exactly once, and the same input gives the same output;
+* elastic growth stays within each pod set's full count, keeps the running pods where they
+  are, never preempts, oversubscribes nothing (counted above) and yields to waiting workloads
+  of its priority or higher.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -98,12 +102,32 @@ def snapshots(draw: st.DrawFn) -> tuple[Snapshot, Policy]:
     )
     first = schedule(base, policy)
     running = apply_decisions(base, first, now=0.0)
+    # Some workloads finish (capacity returns); those admitted below their full size may grow
+    # (an elastic job whose cool-down passed).
+    asked = {w.name: w for w in base.pending}
+    table = running.nodes.copy() if running.nodes is not None else None
+    admitted = []
+    for w in running.admitted:
+        if draw(st.integers(0, 3)) == 0:
+            for ps in w.pod_sets:
+                for pod in ps.pods if table is not None else ():
+                    unbind_pod(table, table.index[pod.node], ps.requests, pod.gpus, ps.gpu_milli)
+            continue
+        if draw(st.booleans()):
+            # elastic: it may grow to a few more pods than it runs (or asked for) per pod set
+            spec = {ps.name: ps for ps in asked[w.name].pod_sets}
+            full = tuple(
+                replace(spec[ps.name], count=ps.count + draw(st.integers(0, 3)), min_count=ps.count)
+                for ps in w.pod_sets
+            )
+            w = replace(w, grow=full)
+        admitted.append(w)
     return Snapshot(
         queues,
         pending=workloads(draw, queues, "p", 100.0, (-1, 3), 6),
-        admitted=running.admitted,
+        admitted=admitted,
         flavors=flavors,
-        nodes=running.nodes,
+        nodes=table,
     ), policy
 
 
@@ -157,6 +181,7 @@ def test_cycle_properties(case: tuple[Snapshot, Policy]) -> None:
     _gangs_whole(snap, d)
     _no_oversubscription(snap, d)
     _victims_eligible(snap, d)
+    _growth_bounded(snap, d)
     again = schedule(snap, policy)
     assert _fingerprint(d) == _fingerprint(again)
 
@@ -196,6 +221,8 @@ def _no_oversubscription(snap: Snapshot, d: Decisions) -> None:
     for p in claims:
         # a claim charges the preemptor's full request (partial claims are reported as counts)
         tree.add_usages(tree.queues[p.workload.queue], _claim_usage(p))
+    for r in d.resized:
+        tree.add_usages(tree.queues[r.workload.queue], _growth_usage(r))
     for node in tree.queues.values():
         for fr in node.subtree:
             assert node.usage.get(fr, 0) <= tree.potential_available(node, fr)
@@ -210,9 +237,13 @@ def _no_oversubscription(snap: Snapshot, d: Decisions) -> None:
         for ps in p.workload.pod_sets:
             for pod in ps.pods:
                 unbind_pod(table, table.index[pod.node], ps.requests, pod.gpus, ps.gpu_milli)
-    for a in d.admitted:
-        specs = {ps.name: ps for ps in a.workload.pod_sets}
-        for ps in a.pod_sets:
+    # admissions place whole pod sets, resizes the added pods (of the full-size pod sets)
+    placed = [(a.workload.pod_sets, a.pod_sets) for a in d.admitted] + [
+        (r.workload.grow, r.pod_sets) for r in d.resized
+    ]
+    for pod_sets, admitted in placed:
+        specs = {ps.name: ps for ps in pod_sets}
+        for ps in admitted:
             for pl in ps.placements:
                 for g in pl.gpus:
                     bind_pod(table, table.index[pl.node], specs[ps.name].requests, g, pl.gpu_milli)
@@ -245,6 +276,44 @@ def _claim_usage(p) -> dict:
             fr = (c["flavors"][res], res)
             out[fr] = out.get(fr, 0) + v * c["count"]
     return out
+
+
+def _growth_usage(r) -> dict:
+    specs = {ps.name: ps for ps in r.workload.grow}
+    flavors = {ps.name: ps.flavors for ps in r.workload.pod_sets}
+    out: dict = {}
+    for ps in r.pod_sets:
+        for res, v in specs[ps.name].quota_requests().items():
+            fr = (flavors[ps.name][res], res)
+            out[fr] = out.get(fr, 0) + v * (ps.count - r.previous[ps.name])
+    return out
+
+
+def _growth_bounded(snap: Snapshot, d: Decisions) -> None:
+    victims = {id(p.workload) for p in d.preempted}
+    waiting = {"QuotaExhausted", "WaitingForPreemption", "InsufficientResources", "TopologyUnsatisfiable"}
+    waiting |= {"GangIncomplete"}
+    for r in d.resized:
+        w = r.workload
+        assert w.grow and not w.evicted and id(w) not in victims
+        current = {ps.name: ps.count for ps in w.pod_sets}
+        full = {ps.name: ps.count for ps in w.grow}
+        assert len({ps.name for ps in r.pod_sets}) == len(r.pod_sets)
+        for ps in r.pod_sets:
+            assert r.previous[ps.name] == current[ps.name] < ps.count <= full[ps.name]
+            if snap.nodes is not None:
+                assert sum(pl.pods for pl in ps.placements) == ps.count - current[ps.name]
+        # it grew although nothing of its priority or higher waits for capacity it could use
+        queues = {q.name: q for q in snap.cluster_queues}
+        for p in d.pending:
+            if p.reason in waiting and p.workload.priority >= w.priority:
+                same_tree = queues[p.workload.queue].cohort == queues[w.queue].cohort is not None
+                assert p.reason not in ("QuotaExhausted", "WaitingForPreemption") or not (
+                    same_tree or p.workload.queue == w.queue
+                )
+                assert snap.nodes is None or p.reason in ("QuotaExhausted", "WaitingForPreemption")
+    for h in d.held:
+        assert h.workload.grow and not h.workload.evicted
 
 
 def _victims_eligible(snap: Snapshot, d: Decisions) -> None:
@@ -296,4 +365,9 @@ def _fingerprint(d: Decisions) -> tuple:
         ],
         [(p.name, p.reason, p.preemptor.name) for p in d.preempted],
         [(p.name, p.reason, p.message) for p in d.pending],
+        [
+            (r.name, [(ps.name, ps.count, [(pl.node, pl.gpus) for pl in ps.placements]) for ps in r.pod_sets])
+            for r in d.resized
+        ],
+        [(h.name, h.reason, h.message) for h in d.held],
     )

@@ -120,3 +120,19 @@ def test_no_expect_block_is_not_a_failure(runner: CliRunner, tmp_path: Path) -> 
     result = runner.invoke(app, ["sched", "replay", str(write(tmp_path, BASE)), "--check"])
     assert result.exit_code == 0
     assert "no expect block" in result.output
+
+
+def test_elastic_growth_in_the_table_and_json(runner: CliRunner) -> None:
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "scheduler"
+        / "scenarios"
+        / "elastic-grows-into-what-is-left.yaml"
+    )
+    table = runner.invoke(app, ["sched", "replay", str(path)])
+    assert table.exit_code == 0, table.output
+    assert "grown" in table.output and "worker 2 -> 5" in table.output and "QuotaExhausted" in table.output
+    out = json.loads(runner.invoke(app, ["sched", "replay", str(path), "-o", "json"]).output)
+    (grown,) = out["resized"]
+    assert grown["previous"] == {"worker": 2} and grown["podSets"][0]["count"] == 5
+    assert [h["reason"] for h in out["held"]] == ["QuotaExhausted"]

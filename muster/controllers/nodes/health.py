@@ -11,7 +11,9 @@ Level-triggered, from the Node objects and the Workloads placed on them:
 * **heartbeats**: a node this manager's runtime no longer offers whose ``lastHeartbeatTime``
   is older than ``grace_seconds`` becomes ``Ready=Unknown`` (NodeStatusUnknown); its
   unfinished pods are failed with reason ``NodeLost`` (no runtime is left to stop them) and
-  their Workloads evicted with reason ``NodeLost``. A node its runtime still offers but
+  their Workloads evicted with reason ``NodeLost``, but an elastic Workload that keeps its
+  ``minCount`` without the node, which is shrunk in place instead (its job restarts at the
+  smaller size from its checkpoint; docs/trainingjob.md, "Elastic jobs"). A node its runtime still offers but
   reports ``Ready=False`` (a Kubernetes Node whose kubelet went quiet) has its Workloads
   evicted alike; its pods are the runtime's to fail (it reports them NodeLost);
 * **drain** (``muster node drain``: ``spec.unschedulable`` plus the annotation
@@ -41,9 +43,17 @@ from muster.api.labels import (
     INTERRUPTION_ANNOTATION,
     WORKLOAD_LABEL,
 )
-from muster.api.lifecycle import EventSpec, WorkloadState, evict_workload, is_final, workload_state
+from muster.api.lifecycle import (
+    EventSpec,
+    WorkloadState,
+    evict_workload,
+    is_final,
+    resize_workload,
+    workload_state,
+)
 from muster.controllers.context import Context
 from muster.controllers.pods.stop import StopReasons, stop_requested, stop_requested_object
+from muster.controllers.scheduling.elastic import shrunk
 from muster.controllers.scheduling.workloads import EVICTION_STOP_REASONS
 
 __all__ = [
@@ -110,10 +120,13 @@ class HealthController:
                 if gpu.get("health", "Healthy") != "Healthy":
                     bad_gpus[(name, int(gpu["index"]))] = gpu.get("healthReason") or "unhealthy"
         if problems or bad_gpus:
+            lost = {n for n, (reason, _m, _g) in problems.items() if reason == NODE_LOST}
             for wl in self.ctx.cache.list_live("Workload"):
                 if workload_state(wl) is WorkloadState.ADMITTED:
                     found = _problem(wl, problems, bad_gpus)
-                    if found is not None:
+                    if found is not None and not (
+                        found[0] == NODE_LOST and self._shrink(wl, lost, (problems, bad_gpus), now)
+                    ):
                         self._evict(wl, *found, now)
 
     # -- nodes --------------------------------------------------------------------------------
@@ -204,6 +217,29 @@ class HealthController:
             self.ctx.update(stop_requested_object(pod, StopReasons.EVICTED, now, grace))
 
     # -- workloads -----------------------------------------------------------------------------
+
+    def _shrink(self, wl: Obj, lost: set[str], others: tuple[dict, dict], now: float) -> bool:
+        """An elastic Workload that keeps its minCount without the lost nodes runs on smaller
+        instead of being requeued (its owner restarts the rest at the new size); True when done.
+        Only when no other problem (a failed GPU, a drain) touches what it keeps."""
+        assignments = shrunk(wl, lost)
+        if assignments is None:
+            return False
+        kept = {**wl, "status": {**wl["status"], "admission": {"podSetAssignments": assignments}}}
+        if _problem(kept, *others) is not None:
+            return False
+        nodes = sorted(
+            {p["node"] for a in wl["status"]["admission"]["podSetAssignments"] for p in a.get("pods") or ()}
+            & lost
+        )
+        updated = copy.deepcopy(wl)
+        why = f"node {', '.join(nodes)} was lost; it runs on at the smaller size from its checkpoint"
+        event = resize_workload(updated, assignments, NODE_LOST, why, now)
+        stored = self.ctx.update_status(updated)
+        if stored is None:
+            return False
+        self.ctx.event(stored, EventSpec("Warning", event.reason, event.message))
+        return True
 
     def _evict(self, wl: Obj, reason: str, message: str, grace: float | None, now: float) -> None:
         updated = copy.deepcopy(wl)

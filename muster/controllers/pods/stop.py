@@ -41,6 +41,7 @@ class StopReasons:
     SUSPENDED = "Suspended"  # its job was suspended (its Workload deactivated)
     DEADLINE_EXCEEDED = "DeadlineExceeded"  # the job's activeDeadlineSeconds ran out
     GANG_RESTART = "GangRestart"  # another replica failed: the whole gang restarts
+    RESIZED = "Resized"  # its elastic job was resized: the gang restarts at the new size
     JOB_FINISHED = "JobFinished"  # the job ended and its cleanPodPolicy stops what still runs
     DELETED = "Deleted"  # its owner is gone (garbage collection)
     GPU_UNHEALTHY = "GPUUnhealthy"  # a GPU of its Workload's placement went unhealthy

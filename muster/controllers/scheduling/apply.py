@@ -6,6 +6,11 @@
 * preempted: Evicted=True (reason Preempted) and Preempted=True (reason InClusterQueue, ...),
   ``preemptedBy``, an Event on the victim and one on the preemptor; the Workload controller
   then stops the victim's pods and requeues it;
+* resized (an elastic workload grown): the grown pod sets' count, quota charged and the added
+  pods appended to ``pods[]`` (the running ones keep theirs), ``status.elastic`` (resizes,
+  last resize), an Event; the owner restarts its pods at the new size. Why an elastic workload
+  is not larger (the core's GrowthHeld, the loop's cool-down) goes to ``status.elastic.held``
+  when it changed;
 * pending: ``status.pending {reason, message, details}`` and QuotaReserved=False with the
   same reason, written only when it changed (a new reason at once; a reworded message with
   new numbers at most every ``message_interval`` seconds, so a queue of a thousand waiting
@@ -22,10 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from muster.api.conditions import set_condition
-from muster.api.lifecycle import EventSpec, WorkloadState, admit_workload, evict_workload, workload_state
+from muster.api.lifecycle import (
+    EventSpec,
+    WorkloadState,
+    admit_workload,
+    evict_workload,
+    resize_workload,
+    workload_state,
+)
 from muster.controllers.context import Context
 from muster.controllers.scheduling.snapshot import Built, Unqueueable, workload_key
-from muster.scheduler import Admission, Decisions, Preemption, format_units
+from muster.scheduler import Admission, Decisions, NodePlacement, Preemption, Resize, format_units
 
 __all__ = ["DecisionWriter", "admission_dict", "set_pending"]
 
@@ -41,14 +53,25 @@ class DecisionWriter:
     _written: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def write(self, built: Built, decisions: Decisions) -> list[Obj]:
-        """Write every decision; returns the Workloads admitted (as stored)."""
+        """Write every decision; returns the Workloads admitted or resized (as stored)."""
         admitted = []
         for a in decisions.admitted:
             stored = self._admit(built, a)
             if stored is not None:
                 admitted.append(stored)
+        for r in decisions.resized:
+            stored = self._resize(built, r)
+            if stored is not None:
+                admitted.append(stored)
         for p in decisions.preempted:
             self._preempt(built, p)
+        holds = [
+            (built.workloads.get(workload_key(h.namespace, h.name)), h.reason, h.message)
+            for h in decisions.held
+        ]
+        for wl, reason, message in [*holds, *built.held]:
+            if wl is not None:
+                self._held(wl, reason, message)
         self.ctx.metrics.decisions.labels("pending").inc(len(decisions.pending))
         for pending in decisions.pending:
             wl = built.workloads.get(workload_key(pending.namespace, pending.name))
@@ -73,6 +96,41 @@ class DecisionWriter:
             self.ctx.metrics.admission_wait.labels(a.cluster_queue).observe(wait)
             self.ctx.metrics.decisions.labels("admitted").inc()
         return stored
+
+    def _resize(self, built: Built, r: Resize) -> Obj | None:
+        wl = built.workloads.get(workload_key(r.namespace, r.name))
+        if wl is None or workload_state(wl) is not WorkloadState.ADMITTED:
+            return None
+        updated = copy.deepcopy(wl)
+        grown = {psa.name: psa for psa in r.pod_sets}
+        specs = {ps.name: ps for ps in r.workload.pod_sets}
+        assignments = []
+        for a in updated["status"]["admission"]["podSetAssignments"]:
+            psa = grown.get(a["name"])
+            if psa is not None:
+                spec = specs[a["name"]]
+                a = {
+                    **a,
+                    "count": psa.count,
+                    "resourceUsage": _usage(spec.quota_requests(), psa.count),
+                    "pods": [*(a.get("pods") or []), *_pods(psa.placements)],
+                }
+            assignments.append(a)
+        event = resize_workload(updated, assignments, "CapacityReturned", "capacity returned", self.ctx.now())
+        stored = self.ctx.update_status(updated)
+        if stored is not None:
+            self.ctx.event(stored, event)
+            self.ctx.metrics.decisions.labels("resized").inc()
+        return stored
+
+    def _held(self, wl: Obj, reason: str, message: str) -> None:
+        """Why an elastic Workload is not larger (``status.elastic.held``), when it changed."""
+        elastic = (wl.get("status") or {}).get("elastic") or {}
+        if elastic.get("held") == {"reason": reason, "message": message}:
+            return
+        updated = copy.deepcopy(wl)
+        updated["status"].setdefault("elastic", {})["held"] = {"reason": reason, "message": message}
+        self.ctx.update_status(updated)
 
     def _preempt(self, built: Built, p: Preemption) -> None:
         wl = built.workloads.get(workload_key(p.namespace, p.name))
@@ -142,24 +200,32 @@ def admission_dict(a: Admission) -> Obj:
     assignments = []
     for psa in a.pod_sets:
         spec = specs[psa.name]
-        pods = []
-        for pl in psa.placements:
-            for gpus in pl.gpus:
-                pod: Obj = {"node": pl.node, "gpus": list(gpus)}
-                if gpus and pl.gpu_milli < 1000:
-                    pod["gpuMilli"] = pl.gpu_milli
-                pods.append(pod)
-        usage = {r: format_units(r, v * psa.count) for r, v in spec.quota_requests().items()}
         assignments.append(
             {
                 "name": psa.name,
                 "count": psa.count,
                 "flavors": dict(psa.flavors),
-                "resourceUsage": usage,
-                "pods": pods,
+                "resourceUsage": _usage(spec.quota_requests(), psa.count),
+                "pods": _pods(psa.placements),
             }
         )
     return {"clusterQueue": a.cluster_queue, "podSetAssignments": assignments}
+
+
+def _pods(placements: list[NodePlacement]) -> list[Obj]:
+    """One ``pods[]`` entry per placed pod: node, GPU indices, the share when shared."""
+    pods = []
+    for pl in placements:
+        for gpus in pl.gpus:
+            pod: Obj = {"node": pl.node, "gpus": list(gpus)}
+            if gpus and pl.gpu_milli < 1000:
+                pod["gpuMilli"] = pl.gpu_milli
+            pods.append(pod)
+    return pods
+
+
+def _usage(per_pod: dict[str, int], count: int) -> dict[str, str]:
+    return {r: format_units(r, v * count) for r, v in per_pod.items()}
 
 
 def _plain(details: dict[str, Any]) -> Obj:

@@ -31,6 +31,7 @@ class CycleStats:
     """What the last cycle did, for logs and metrics."""
 
     admitted: int = 0
+    resized: int = 0
     preempted: int = 0
     pending: int = 0
     seconds: float = 0.0
@@ -47,7 +48,7 @@ class SchedulerLoop:
         self._memo: dict[str, tuple[int, list[PodSet]]] = {}
 
     def cycle(self) -> list[Obj]:
-        """Run one cycle; returns the Workloads it admitted (as stored)."""
+        """Run one cycle; returns the Workloads it admitted or resized (as stored)."""
         cache = self.ctx.cache
         started = time.perf_counter()
         built = build_snapshot(
@@ -69,9 +70,11 @@ class SchedulerLoop:
             # Forget Workloads that are gone (admitted ones are converted afresh anyway).
             live = {wl["metadata"].get("uid") for wl in built.workloads.values()}
             self._memo = {uid: v for uid, v in self._memo.items() if uid in live}
-        if built.next_requeue is not None:
-            self.ctx.timers.at(built.next_requeue, ("Workload", "", ""))
-        if not built.snapshot.pending and not built.unqueueable:
+        for wake in (built.next_requeue, built.next_grow):
+            if wake is not None:
+                self.ctx.timers.at(wake, ("Workload", "", ""))
+        growers = any(a.grow for a in built.snapshot.admitted)
+        if not built.snapshot.pending and not built.unqueueable and not growers and not built.held:
             return []
         try:
             decisions = schedule(built.snapshot, self.policy)
@@ -85,6 +88,7 @@ class SchedulerLoop:
         self.ctx.metrics.cycle_duration.observe(time.perf_counter() - started)
         self.stats = CycleStats(
             admitted=len(decisions.admitted),
+            resized=len(decisions.resized),
             preempted=len(decisions.preempted),
             pending=len(decisions.pending),
             seconds=time.perf_counter() - started,

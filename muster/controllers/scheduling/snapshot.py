@@ -32,6 +32,7 @@ from muster.controllers.scheduling.cluster import (
     request_units,
     tolerations,
 )
+from muster.controllers.scheduling.elastic import below_full_size, growth, running_pods
 from muster.scheduler import (
     GPU_MILLI,
     AdmittedPodSet,
@@ -79,6 +80,9 @@ class Built:
     workloads: dict[tuple[str, str], Obj] = field(default_factory=dict)
     unqueueable: list[Unqueueable] = field(default_factory=list)
     next_requeue: float | None = None  # the earliest requeue backoff still running
+    # elastic Workloads that may not grow yet, and why (reason, message): see .elastic
+    held: list[tuple[Obj, str, str]] = field(default_factory=list)
+    next_grow: float | None = None  # the earliest end of a growth cool-down
 
 
 def workload_key(namespace: str | None, name: str) -> tuple[str, str]:
@@ -115,6 +119,8 @@ def build_snapshot(
     holding: list[Obj] = []
     built = Built(snapshot=Snapshot(cluster_queues=build_cluster_queues(queues)))
     snap = built.snapshot
+    pods = list(pods)
+    running: dict[tuple[str, str], int] | None = None
     for wl in workloads:
         state = workload_state(wl)
         key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
@@ -124,6 +130,9 @@ def build_snapshot(
             if admitted is not None:
                 built.workloads[key] = wl
                 snap.admitted.append(admitted)
+                if state is WorkloadState.ADMITTED and below_full_size(wl):
+                    running = running_pods(pods) if running is None else running
+                    _growth(built, wl, admitted, running.get(key, 0), now)
             continue
         if state is not WorkloadState.PENDING or not wl["spec"].get("active", True):
             continue
@@ -150,6 +159,16 @@ def build_snapshot(
     snap.cohorts = build_cohorts(cohorts)
     snap.namespace_quotas = [q for q in map(namespace_quota, resource_quotas) if q.hard]
     return built
+
+
+def _growth(built: Built, wl: Obj, admitted: AdmittedWorkload, running: int, now: float) -> None:
+    """An elastic Workload below its full size: a grower, or held with the reason."""
+    g = growth(wl, running, now, pod_set_of)
+    admitted.grow = g.grow
+    if g.held is not None:
+        built.held.append((wl, *g.held))
+    if g.wake_at is not None:
+        built.next_grow = min(built.next_grow or g.wake_at, g.wake_at)
 
 
 def admitted_view(wl: Obj) -> AdmittedWorkload | None:

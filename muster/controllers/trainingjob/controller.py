@@ -94,6 +94,7 @@ _ACTIVE = (JobPhase.QUEUED, JobPhase.RUNNING, JobPhase.RESTARTING)
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 _TYPE_OF_LABEL = {rtype.lower(): rtype for rtype in REPLICA_TYPES}
 GANG_START_FAILED = PodReason.GANG_START_FAILED.value
+_RESIZES_KEPT = 20
 
 
 class TrainingJobController:
@@ -300,12 +301,17 @@ class _Pass:
         if job_phase(self.job) is JobPhase.PREEMPTED:
             # Requeued and admitted again between two looks (its GPUs were free at once).
             self._move(JobPhase.QUEUED, "Requeued", "its pods are gone; admitted again")
-        requeues = ((wl.get("status") or {}).get("requeueState") or {}).get("count", 0)
+        wstatus = wl.get("status") or {}
+        requeues = (wstatus.get("requeueState") or {}).get("count", 0)
         attempt = f"{requeues}-{self.status.get('restartCount', 0)}"
+        resizes = int((wstatus.get("elastic") or {}).get("resizes") or 0)
+        if resizes:
+            attempt += f"-{resizes}"  # every size is a new run of the gang
+        resized = self._resized(wl)
         pods = self._pods(wl)
         stale = [p for p in pods if (p["metadata"].get("labels") or {}).get(ATTEMPT_LABEL) != attempt]
         current = [p for p in pods if p not in stale]
-        if self._clear(stale, StopReasons.GANG_RESTART):
+        if self._clear(stale, StopReasons.RESIZED if resized else StopReasons.GANG_RESTART):
             return  # the previous run's processes hold the GPUs the next run is bound to
         if job_phase(self.job) is JobPhase.QUEUED and not current:
             queue = wl["status"]["admission"]["clusterQueue"]
@@ -336,6 +342,30 @@ class _Pass:
         elif self._gang_running(live, expected):
             self.status.setdefault("startTime", iso(self.now))
             self._move(JobPhase.RUNNING, "Running", f"all {len(live)} pod(s) of the gang are running")
+
+    def _resized(self, wl: Obj) -> bool:
+        """Record a resize of the Workload not yet recorded on the job (docs/trainingjob.md,
+        "Elastic jobs"): its event, and Running -> Restarting while the gang restarts at the new
+        size (not counted against backoffLimit: the job did not fail). True while the newest
+        resize's gang has not started yet."""
+        elastic = (wl.get("status") or {}).get("elastic") or {}
+        last, when = elastic.get("lastResize"), elastic.get("lastResizeTime")
+        if not last or not when:
+            return False
+        records = self.status.setdefault("resizes", [])
+        if records and records[-1].get("time") == when:
+            return not records[-1].get("started")
+        before = int((last.get("from") or {}).get("worker", 0))
+        after = int((last.get("to") or {}).get("worker", 0))
+        message = f"{before} -> {after} workers: {last.get('why') or last.get('message', '')}"
+        records.append({"time": when, "from": before, "to": after, "reason": last.get("reason", "")})
+        records[-1]["message"] = message
+        del records[:-_RESIZES_KEPT]
+        if job_phase(self.job) in (JobPhase.RUNNING, JobPhase.RESTARTING):
+            self._move(JobPhase.RESTARTING, "Resized", message)
+            self.events.pop()  # a resize is no failure: a Normal event, not the restart's Warning
+        self.events.append(EventSpec("Normal", "Resized", message))
+        return True
 
     def _gang_running(self, live: list[Obj], expected: list) -> bool:
         """Every pod of the run exists and runs (or already succeeded), at least one runs,
@@ -403,6 +433,7 @@ class _Pass:
         checkpoints.mkdir(parents=True, exist_ok=True)
         if fresh:
             self._note_resume(checkpoints)
+            self._note_resize(checkpoints)
         launcher = any(e[1] == "Launcher" for e in missing)
         hostfile = (
             write_hostfile(self.ctx.home, self.job, shape.hosts.get("Worker", ())) if launcher else None
@@ -448,6 +479,23 @@ class _Pass:
                     f"resuming after preemption, but {checkpoints} holds no checkpoint: it starts over",
                 )
             )
+
+    def _note_resize(self, checkpoints: Path) -> None:
+        """The first run at a new size: record the checkpoint it resumes from."""
+        records = self.status.get("resizes") or []
+        if not records or records[-1].get("started"):
+            return
+        record = records[-1]
+        record["started"] = iso(self.now)
+        found = latest_checkpoint(checkpoints)
+        if found is not None:
+            record["checkpoint"] = found
+        where = (
+            f"newest checkpoint {found}" if found else f"{checkpoints} holds no checkpoint: it starts over"
+        )
+        self.events.append(
+            EventSpec("Normal", "ResumedFromCheckpoint", f"restarting at {record['to']} workers; {where}")
+        )
 
     def _succeeded(self, live: list[Obj]) -> bool:
         """The framework's success rule: PyTorch's Master (else every Worker, with elasticPolicy

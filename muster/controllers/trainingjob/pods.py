@@ -51,6 +51,7 @@ from muster.api.trainingjob import REPLICA_TYPES, SINGLE_REPLICA_TYPES
 from muster.controllers.trainingjob.frameworks import framework, mpi_hosts, mpi_launcher_env, tf_config
 
 __all__ = [
+    "DEFAULT_GROW_COOLDOWN",
     "REPLICA_TYPES",
     "GangShape",
     "bound_pod_spec",
@@ -67,6 +68,7 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
+DEFAULT_GROW_COOLDOWN = 60  # seconds: elasticPolicy.growCooldownSeconds unset
 
 
 def owner_reference(job: Obj) -> Obj:
@@ -120,6 +122,13 @@ def workload_for(
             continue
         count, min_count = _counts(spec, rtype, int(replica.get("replicas", 1)))
         pod_sets.append(pod_set_of(rtype.lower(), replica["template"], count, min_count))
+    elastic = spec.get("elasticPolicy")
+    wl_elastic: Obj | None = None
+    if elastic is not None:
+        # resized in place (docs/trainingjob.md, "Elastic jobs"): grown back toward maxReplicas,
+        # shrunk on node loss
+        cooldown = elastic.get("growCooldownSeconds")
+        wl_elastic = {"growCooldownSeconds": DEFAULT_GROW_COOLDOWN if cooldown is None else cooldown}
     return workload_object(
         job,
         labels={JOB_NAME_LABEL: meta["name"]},
@@ -129,6 +138,7 @@ def workload_for(
         active=not (spec.get("runPolicy") or {}).get("suspend", False),
         queue=queue,
         priority_class=priority_class,
+        elastic=wl_elastic,
     )
 
 
@@ -142,10 +152,14 @@ def workload_object(
     active: bool,
     queue: str | None,
     priority_class: str | None,
+    elastic: Obj | None = None,
 ) -> Obj:
-    """The Workload (same name and namespace) that ``owner`` submits to its queue."""
+    """The Workload (same name and namespace) that ``owner`` submits to its queue; ``elastic``
+    is its ``spec.elastic`` (a job resized in place)."""
     meta = owner["metadata"]
     wl_spec: Obj = {"priority": priority, "active": active, "podSets": pod_sets}
+    if elastic is not None:
+        wl_spec["elastic"] = elastic
     if queue:
         wl_spec["queueName"] = queue
     if priority_class:

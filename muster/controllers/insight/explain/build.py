@@ -9,6 +9,7 @@ from muster.api.lifecycle import phase
 from muster.api.podspec import NO_COMMAND_HINT, missing_command
 from muster.api.quantity import fmt_amount
 from muster.controllers.insight.explain.capacity import capacity_facts
+from muster.controllers.insight.explain.elastic import elastic_facts
 from muster.controllers.insight.explain.facts import (
     Explanation,
     FailureFacts,
@@ -66,6 +67,7 @@ def _job(job: Obj, ctx: WhyContext) -> Explanation:
     ex.state = state
     ex.preemptions = _preemptions(job, ctx.workload, ctx.events)
     ex.events = _events(ctx, job)
+    ex.elastic = elastic_facts(job, ctx.workload)
     status = job.get("status") or {}
     if state == "Succeeded":
         ex.pods = pod_facts(ctx.pods)
@@ -90,13 +92,18 @@ def _job(job: Obj, ctx: WhyContext) -> Explanation:
         return ex
     if state in ("Running", "Restarting"):
         ex.pods = pod_facts(ctx.pods)
-        if state == "Restarting":
+        if state == "Restarting" and cond.get("reason") == "Resized":  # type: ignore[union-attr]
+            ex.reason, ex.message = "Resized", cond.get("message") or ""  # type: ignore[union-attr]
+            ex.summary = f"{ex.ref} is restarting its gang at a new size ({ex.message}) from its checkpoint"
+        elif state == "Restarting":
             ex.failure = _failure(cond, ctx)
             ex.reason, ex.message = ex.failure.reason, ex.failure.message
             ex.summary = f"{ex.ref} is restarting its gang" + _replica_clause(ex.failure) + _restarts(status)
         else:
             ex.reason, ex.message = "Running", where(ex.pods)
             ex.summary = f"{ex.ref} is running: {where(ex.pods)}" + _restarts(status)
+            if ex.elastic is not None:
+                ex.summary += f"; it {ex.elastic.message}"
         if ctx.workload is not None:
             ex.queue = pending_facts.queue_facts(ctx.workload, ctx, admitted=True)
         return ex
@@ -286,7 +293,7 @@ def _preemptions(job: Obj | None, workload: Obj | None, events: Sequence[Obj]) -
 
 
 def _events(ctx: WhyContext, *objs: Obj) -> list[dict[str, Any]]:
-    """The latest warnings and preemptions about the objects (and the pods, for a job)."""
+    """The latest warnings, preemptions and resizes about the objects (and the pods, for a job)."""
     about = [*objs, *(ctx.pods if objs and objs[0]["kind"] != "Pod" else ())]
     if ctx.job is not None and all(o is not ctx.job for o in about):
         about.append(ctx.job)
@@ -295,7 +302,7 @@ def _events(ctx: WhyContext, *objs: Obj) -> list[dict[str, Any]]:
     picked = [
         e
         for e in ctx.events
-        if (e.get("type") == "Warning" or e.get("reason") in ("Preempted", "Evicted", "Requeued"))
+        if (e.get("type") == "Warning" or e.get("reason") in ("Preempted", "Evicted", "Requeued", "Resized"))
         and any(refers_to(e, o) for o in about)
     ]
     return recent_events(picked)

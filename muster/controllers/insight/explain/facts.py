@@ -12,6 +12,7 @@ from muster.controllers.insight.usage import QuotaRow
 
 __all__ = [
     "CapacityFacts",
+    "ElasticFacts",
     "Explanation",
     "FailureFacts",
     "FitsWhen",
@@ -200,6 +201,20 @@ class CapacityFacts:
 
 
 @dataclass
+class ElasticFacts:
+    """An elastic job's size: the workers admitted now, its bounds, why it is not larger
+    (the scheduler's or the cool-down's reason; none at its full size) and its last resizes."""
+
+    workers: int
+    min_replicas: int
+    max_replicas: int
+    message: str
+    held_reason: str | None = None
+    held_message: str = ""
+    resizes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class Explanation:
     kind: str
     namespace: str | None
@@ -225,6 +240,7 @@ class Explanation:
     serving: dict[str, Any] | None = None
     root_cause: RootCause | None = None  # the fact behind the blocker, named first in the summary
     tasks: list[TaskFacts] = field(default_factory=list)  # a workflow's task runs
+    elastic: ElasticFacts | None = None  # an elastic job's size and why it is not larger
 
     @property
     def ref(self) -> str:
