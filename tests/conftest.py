@@ -143,29 +143,41 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
 
 
 # `make test` runs the suite on two pytest-xdist workers (`-n 2`). The tests that start real
-# processes (servers, trainers, model servers, the Ray and Kubernetes clusters of the session
-# fixtures) all go to one worker, one at a time as before: two of them at once would compete
-# for the CPU their timing depends on, and the Ray fixture's dashboard port is fixed. The
-# in-process tests share the other worker. (xdist's own `loadgroup` marks do not work with this
-# pytest: the scheduler below groups by path instead.)
-_WITH_PROCESSES = (
-    "tests/e2e/",
-    "tests/examples/",
-    "tests/kubernetes/",
-    "tests/runtime/kubernetes/",
-    "tests/runtime/ray/",
-    "tests/testing/test_kubernetes.py",
-    "tests/cli/test_demo.py",
+# processes (servers, trainers, model servers) form one unit of work, so they run one at a time
+# on one worker as before: two at once would compete for the CPU their timing depends on. The
+# users of the session's Ray cluster form another (its dashboard port is fixed, so one worker
+# owns it), and the users of the session's Kubernetes control plane a third; the in-process
+# tests are spread over both workers. (xdist's own `loadgroup` marks are lost with this pytest:
+# the scheduler below groups by path instead.)
+_UNITS = (
+    ("ray", ("tests/runtime/ray/", "tests/e2e/test_ray.py")),
+    (
+        "kubernetes",
+        (
+            "tests/kubernetes/",
+            "tests/runtime/kubernetes/",
+            "tests/testing/test_kubernetes.py",
+            "tests/e2e/test_kubernetes.py",
+            "tests/e2e/test_serving_kubernetes.py",
+        ),
+    ),
+    ("processes", ("tests/e2e/", "tests/examples/", "tests/cli/test_demo.py")),
 )
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work (run whole on one worker) that a test belongs to."""
+    return next((unit for unit, paths in _UNITS if nodeid.startswith(paths)), nodeid)
+
 
 if importlib.util.find_spec("xdist") is not None:
     from xdist.scheduler import LoadScopeScheduling
 
-    class _ProcessesTogether(LoadScopeScheduling):
-        """Every test is its own unit of work, but the tests with processes are one."""
+    class _ByUnit(LoadScopeScheduling):
+        """Every in-process test is its own unit of work; see ``_UNITS`` for the others."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return "processes" if nodeid.startswith(_WITH_PROCESSES) else nodeid
+            return work_unit(nodeid)
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling:
-        return _ProcessesTogether(config, log)
+        return _ByUnit(config, log)
