@@ -32,18 +32,8 @@ def end_processes_under(root: Path, timeout: float = 5.0) -> list[int]:
         cwd = info["cwd"] or ""
         if cwd == base or cwd.startswith(base + os.sep) or any(base in a for a in info["cmdline"] or ()):
             found.append(proc)
-    for proc in found:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(found, timeout=timeout)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=timeout)
+    _terminate(found)
+    _kill_survivors(found, timeout)
     return [p.pid for p in found]
 
 
@@ -121,21 +111,31 @@ class ManagedProcess:
         except psutil.NoSuchProcess:
             children = []
         self._popen.terminate()
-        for child in children:
-            try:
-                child.terminate()
-            except psutil.NoSuchProcess:
-                pass
+        _terminate(children)
         # The parent is waited for through Popen (not psutil) so its real exit status is kept.
         try:
             self._popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self._popen.kill()
             self._popen.wait(timeout=timeout)
-        _, alive = psutil.wait_procs(children, timeout=timeout)
-        for child in alive:
-            try:
-                child.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=timeout)
+        _kill_survivors(children, timeout)
+
+
+def _terminate(procs: list[psutil.Process]) -> None:
+    """SIGTERM each (one already gone is fine)."""
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _kill_survivors(procs: list[psutil.Process], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for ``procs`` to end, SIGKILL the rest and reap them."""
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
