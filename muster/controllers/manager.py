@@ -207,8 +207,8 @@ class Manager:
         self.experiments = ExperimentController(
             self.ctx, logs=self.runtime if isinstance(self.runtime, SupportsLogs) else None
         )
-        self.serving = ServingController(self.ctx, native_pods=isinstance(self.runtime, SupportsNativePods))
         native = isinstance(self.runtime, SupportsNativePods)
+        self.serving = ServingController(self.ctx, native_pods=native)
         ray = "ray" if native else local_ray()
         self.ray_clusters = RayClusterController(
             self.ctx, head_address=self._master_address, ray=ray, local=not native
