@@ -417,7 +417,10 @@ class LocalRuntime(
             self._pods[record.ref.uid] = record
             for c in record.containers:
                 if never_spawned(c):
-                    # Launched, but the runtime died before its shim started: start it now.
+                    # Launched, but the runtime died before its shim started: start it now. The
+                    # launch timeout counts from this request, not from the first one, which
+                    # the restart may already have used up.
+                    c.spec_time = time.time()
                     self._starter.spawn(record.ref.uid, c.files)
                     continue
                 if c.orphan:
