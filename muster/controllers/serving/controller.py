@@ -108,7 +108,8 @@ class ServingController:
 
     def reconcile(self, isvc: Obj) -> None:
         _Pass(self, isvc).run()
-        self.push()
+        # the gateway must not route to an address the store has not committed yet
+        self.ctx.after_commit(self.push)
 
     def forget(self, namespace: str, name: str) -> None:
         """The service is gone: stop routing to it (its replicas are collected as garbage)."""
@@ -118,7 +119,7 @@ class ServingController:
             self.scalers.pop(key, None)
             self.readings.pop(key, None)
             self.decisions.pop(key, None)
-        self.push()
+        self.ctx.after_commit(self.push)
 
     def decision(self, namespace: str, name: str, revision: str) -> dict[str, Any] | None:
         """The autoscaler's latest decision for a revision (fresher than the status's)."""
