@@ -173,3 +173,9 @@ def test_every_plan_fits_its_pools_and_holds_every_planned_gang(gangs_in, pools_
     )
     for g in gangs:
         assert (g.key in out.waits) != (g.key in out.unplaceable)
+
+
+def test_a_topology_gang_goes_to_the_cheapest_pool_of_equal_rank():
+    pools = [pool("dear", 9.0, labels={"rack": "r1"}), pool("cheap", 5.0, labels={"rack": "r2"})]
+    out = plan([gang("x", 2, 8, topology_required="rack")], pools, [])
+    assert [n.pool for n in out.launch] == ["cheap", "cheap"]
