@@ -36,9 +36,9 @@ class NodeTable:
     Arrays: ``alloc``/``free`` (N, R) units; ``gpu_free`` (N, G) free milli per device, -1
     where a node has no such device or it is unhealthy; ``gpu_total`` usable devices;
     ``model_ids`` index into ``models`` ("" = no GPU); ``gpu_replicas`` time-slicing
-    replicas per device (1: not shared); ``schedulable`` ready and not cordoned. Derived and kept current: ``full_free`` (devices fully free), ``max_free``
-    (largest free milli on one device), ``free_milli`` (sum of free milli), ``gpu_tags``
-    (N, GPU_TAGS) pods per GPU class.
+    replicas per device (1: not shared); ``schedulable`` ready and not cordoned. Derived and
+    kept current: ``full_free`` (devices fully free), ``max_free`` (largest free milli on one
+    device), ``free_milli`` (sum of free milli), ``gpu_tags`` (N, GPU_TAGS) pods per GPU class.
     """
 
     __slots__ = (

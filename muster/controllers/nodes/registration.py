@@ -5,7 +5,8 @@ conditions, addresses, what others hold on it), writes a heartbeat every
 ``heartbeat_seconds``, and writes at once whatever else changed (a GPU gone unhealthy, a
 label). Users own ``spec`` (cordon, taints) and may add labels; the runtime's labels win on
 the keys it sets, and so does a GPUSharing's ``nvidia.com/gpu.replicas`` (time-slicing, set and
-removed as GPUSharings change, which triggers a sync at once), and a runtime that owns taints and cordon (a Kubernetes Node's) writes them
+removed as GPUSharings change, which triggers a sync at once), and a runtime that owns
+taints and cordon (a Kubernetes Node's) writes them
 to ``spec``. A runtime that watches its nodes (:class:`SupportsNodeWatch`) triggers a sync as
 soon as they change, and a node it no longer lists is deleted. Whenever a node's resources
 change, the managed ``default`` ClusterQueue's quota follows
