@@ -23,7 +23,11 @@ JOB = {
                 "template": {
                     "spec": {
                         "containers": [
-                            {"name": "pytorch", "image": "pytorch/pytorch", "command": [PYTHON, "-c", "print(1)"]}
+                            {
+                                "name": "pytorch",
+                                "image": "pytorch/pytorch",
+                                "command": [PYTHON, "-c", "print(1)"],
+                            }
                         ]
                     }
                 },

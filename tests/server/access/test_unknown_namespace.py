@@ -23,20 +23,26 @@ def _job(namespace: str, name: str = "train") -> dict:
             "pytorchReplicaSpecs": {
                 "Worker": {
                     "replicas": 1,
-                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "x", "command": ["true"]}]}},
+                    "template": {
+                        "spec": {"containers": [{"name": "pytorch", "image": "x", "command": ["true"]}]}
+                    },
                 }
             }
         },
     }
 
 
-def test_a_user_who_may_not_create_namespaces_is_refused_naming_it(teams: tuple[RunningServer, Clients]) -> None:
+def test_a_user_who_may_not_create_namespaces_is_refused_naming_it(
+    teams: tuple[RunningServer, Clients],
+) -> None:
     _, clients = teams
     with pytest.raises(Invalid) as refused:
         clients["alice"].apply([sample("ServiceAccount", "ci", "team-a"), _job("kubeflow-alice")])
     (error,) = refused.value.errors
     assert (error["document"], error["path"]) == (1, "metadata.namespace")
-    assert "namespace 'kubeflow-alice' does not exist" in error["rule"] and "may not create it" in error["rule"]
+    assert (
+        "namespace 'kubeflow-alice' does not exist" in error["rule"] and "may not create it" in error["rule"]
+    )
     assert "apply a v1 Namespace named kubeflow-alice" in error["hint"]
     admin = clients["admin"]
     with pytest.raises(ApiNotFound):
