@@ -90,8 +90,12 @@ def node_replicas(labels: Mapping[str, str], sharings: Iterable[Mapping[str, Any
     return None
 
 
-def gpu_replicas(labels: Mapping[str, str]) -> int:
-    """The replicas each GPU of a node with ``labels`` is offered as (1 unless the node is
-    labelled ``nvidia.com/gpu.replicas``, by a GPUSharing, by hand, or by GPU feature discovery)."""
-    text = labels.get(GPU_REPLICAS_LABEL, "")
+def gpu_replicas(node: Mapping[str, Any]) -> int:
+    """The replicas each GPU of the Node (a wire dict) is offered as: 1 unless the node is
+    labelled ``nvidia.com/gpu.replicas`` (by a GPUSharing, or by hand). A Kubernetes node's
+    device plugin already offers each replica as one ``nvidia.com/gpu`` (one device each), so
+    there the label (GPU feature discovery's) changes nothing."""
+    if (node.get("status") or {}).get("runtime") == "kubernetes":
+        return 1
+    text = ((node.get("metadata") or {}).get("labels") or {}).get(GPU_REPLICAS_LABEL, "")
     return max(1, min(int(text), MAX_REPLICAS)) if text.isdigit() else 1

@@ -121,7 +121,8 @@ class NodeController:
         old_labels = current["metadata"].get("labels") or {}
         labels = {**old_labels, **info.labels}
         annotations = dict(current["metadata"].get("annotations") or {})
-        sliced = self._time_slicing(labels, annotations, bool(info.gpus))
+        # On Kubernetes the cluster's device plugin time-slices (its ConfigMap is the cluster's).
+        sliced = self._time_slicing(labels, annotations, bool(info.gpus) and info.runtime != "kubernetes")
         if labels != old_labels or annotations != (current["metadata"].get("annotations") or {}):
             relabelled = copy.deepcopy(current)
             relabelled["metadata"]["labels"] = labels

@@ -167,7 +167,7 @@ def scheduler_node(obj: Obj) -> Node:
         gpus=count,
         gpu_model=labels.get("nvidia.com/gpu.product", first.get("model", "")),
         gpu_memory=Quantity.parse(first.get("memory", "0")).as_int() if first else 0,
-        gpu_replicas=gpu_replicas(labels),
+        gpu_replicas=gpu_replicas(obj),
         gpu_healthy=tuple(healthy),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),

@@ -120,7 +120,7 @@ def node_quota(nodes: Iterable[Obj], pools: Iterable[Obj] = ()) -> dict[str, Qua
 
         status = node.get("status") or {}
         resources = status.get("allocatable") or status.get("capacity") or {}
-        replicas = gpu_replicas(node["metadata"].get("labels") or {})
+        replicas = gpu_replicas(node)
         for name in DEFAULT_RESOURCES:
             if name in resources:
                 q = parse_quantity(resources[name])

@@ -59,7 +59,10 @@ def test_a_node_takes_its_labelled_config_else_the_default() -> None:
         1,
         "time-slicing-config",
     )
-    assert gpu_replicas({"nvidia.com/gpu.replicas": "4"}) == 4 and gpu_replicas({}) == 1
+    labelled = {"metadata": {"labels": {"nvidia.com/gpu.replicas": "4"}}, "status": {"runtime": "local"}}
+    assert gpu_replicas(labelled) == 4 and gpu_replicas({"metadata": {}}) == 1
+    # a Kubernetes node's device plugin already offers each replica as a device
+    assert gpu_replicas({**labelled, "status": {"runtime": "kubernetes"}}) == 1
 
 
 def test_a_single_config_is_the_default_and_several_unnamed_ones_need_the_label() -> None:
