@@ -35,10 +35,13 @@ def apply_documents(
     dry_run: bool = False,
     authorize: Callable[[list[tuple[int, Obj]]], None] | None = None,
     observe: Callable[[Obj], None] | None = None,
+    namespace_queue: str = "default",
 ) -> list[dict[str, Any]]:
     """Validate then apply; returns one result per document, in order. ``authorize`` sees
     every valid (document index, object) before anything is written and raises to refuse the
-    whole request; ``observe`` sees every object written."""
+    whole request; ``observe`` sees every object written. ``namespace_queue`` is the
+    ClusterQueue a new Namespace's default LocalQueue points at ('' for none: then queued work
+    is never applied into a namespace nobody made)."""
     results: list[dict[str, Any]] = []
     objects: list[tuple[int, Obj]] = []
     errors: list[dict[str, Any]] = []
@@ -71,7 +74,7 @@ def apply_documents(
             f"{len(errors)} error(s) in document(s) {', '.join(map(str, bad))}; nothing was applied",
             errors=errors,
         )
-    created = _new_namespaces(store, objects, results, documents, authorize)
+    created = _new_namespaces(store, objects, results, documents, authorize, namespace_queue)
     if authorize is not None:
         authorize([*created, *objects])
     valid = [obj for _, obj in (*created, *objects)]
@@ -94,6 +97,7 @@ def _new_namespaces(
     results: list[dict[str, Any]],
     documents: Sequence[Any],
     authorize: Callable[[list[tuple[int, Obj]]], None] | None,
+    queue: str,
 ) -> list[tuple[int, Obj]]:
     """The Namespaces to create with ``objects`` (each with the document that needs it), the
     warning added to that document's result; 422 naming each one the applier may not create."""
@@ -103,6 +107,10 @@ def _new_namespaces(
         return []
     refused = []
     for (index, obj), ns in zip(created, missing, strict=True):
+        if not queue:
+            why = "new namespaces get no default LocalQueue here: MUSTER_NAMESPACE_DEFAULT_QUEUE is empty"
+            refused.append(_tagged(refused_error(ns, why), index, documents[index]))
+            continue
         try:
             if authorize is not None:
                 authorize([(index, obj)])

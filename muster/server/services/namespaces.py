@@ -6,7 +6,9 @@ apply never leaves it so: a namespace that queued work names and that has neithe
 object nor any LocalQueue (stored, or in the same apply) is created in the same all-or-nothing
 apply, with a warning, when the applier may ``create namespaces`` (an admin, or anyone on a
 ``muster up`` without authentication); the Namespace controller then gives it its ``default``
-LocalQueue. Otherwise the apply is refused with an error naming the namespace and how to get it.
+LocalQueue. Otherwise (or when new namespaces get no default LocalQueue: the server's
+``MUSTER_NAMESPACE_DEFAULT_QUEUE`` is empty) the apply is refused with an error naming the
+namespace and how to get it.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def refused_error(namespace: str, why: str) -> FieldError:
     return FieldError(
         "metadata.namespace",
         f"namespace {namespace!r} does not exist (no Namespace, no LocalQueue), so this would wait "
-        f"for a queue forever, and you may not create it ({why})",
+        f"for a queue forever, and it is not created ({why})",
         namespace,
         f"ask an admin to apply a v1 Namespace named {namespace} (it gets a default LocalQueue), or "
         "apply into a namespace that has a LocalQueue (muster get localqueues -A)",

@@ -8,6 +8,9 @@ import pytest
 
 from muster.sdk.client import Client
 from muster.sdk.errors import ApiNotFound, Invalid
+from muster.server.errors import ApiError
+from muster.server.services.apply import apply_documents
+from muster.store import Store
 from muster.testing.server import RunningServer
 from muster.testing.tenancy import sample
 
@@ -41,7 +44,8 @@ def test_a_user_who_may_not_create_namespaces_is_refused_naming_it(
     (error,) = refused.value.errors
     assert (error["document"], error["path"]) == (1, "metadata.namespace")
     assert (
-        "namespace 'kubeflow-alice' does not exist" in error["rule"] and "may not create it" in error["rule"]
+        "namespace 'kubeflow-alice' does not exist" in error["rule"]
+        and "no create on namespaces" in error["rule"]
     )
     assert "apply a v1 Namespace named kubeflow-alice" in error["hint"]
     admin = clients["admin"]
@@ -74,3 +78,18 @@ def test_a_namespace_or_queue_in_the_same_apply_is_enough(teams: tuple[RunningSe
     assert not any("did not exist" in w for r in results for w in r["warnings"])
     with pytest.raises(ApiNotFound):
         admin.get("Namespace", "with-queue")  # queues in a namespace nobody made work as before
+
+
+def test_without_a_default_queue_for_new_namespaces_it_is_refused_even_for_an_admin(
+    sqlite_store: Store,
+) -> None:
+    with pytest.raises(ApiError) as refused:
+        apply_documents(sqlite_store, [_job("kubeflow")], namespace_queue="")
+    (error,) = refused.value.errors
+    assert (
+        error["path"] == "metadata.namespace" and "MUSTER_NAMESPACE_DEFAULT_QUEUE is empty" in error["rule"]
+    )
+    assert sqlite_store.list("TrainingJob").items == [] and sqlite_store.list("Namespace").items == []
+    (result,) = apply_documents(sqlite_store, [_job("kubeflow")])  # the default: it is created
+    assert "did not exist: created it" in result["warnings"][-1]
+    assert [n["metadata"]["name"] for n in sqlite_store.list("Namespace").items] == ["kubeflow"]
