@@ -1,7 +1,8 @@
 """How fast muster.api validates documents: a full PyTorchJob (converted), a TFJob and an
 MPIJob (converted; the converter alone and with validation), its native TrainingJob, a
-4-pod-set Workload, to_model of a stored TrainingJob, and an Argo Workflow (converted) beside
-the native Workflow it becomes.
+4-pod-set Workload, to_model of a stored TrainingJob, an Argo Workflow (converted) beside
+the native Workflow it becomes, and the NVIDIA device plugin's time-slicing ConfigMap (three
+configs, converted to a GPUSharing).
 
     .venv/bin/python benchmarks/api_validate.py
 """
@@ -61,6 +62,8 @@ def main() -> None:
     steps = len(argo_native["spec"]["tasks"])
     _rate(f"validate Argo Workflow ({steps} tasks)", lambda: validate(argo))
     _rate(f"validate Workflow ({steps} tasks, native)", lambda: validate(argo_native))
+    config_map = yaml.safe_load((ROOT / "tests/api/manifests/device-plugin-time-slicing.yaml").read_text())
+    _rate("validate time-slicing ConfigMap (convert)", lambda: validate(config_map))
 
 
 if __name__ == "__main__":

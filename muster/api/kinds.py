@@ -76,6 +76,7 @@ CONVERTED: dict[tuple[str, str], str] = {
     ("argoproj.io/v1alpha1", "Workflow"): "Workflow",
     ("v1", "Namespace"): "Namespace",
     ("v1", "ResourceQuota"): "ResourceQuota",
+    ("v1", "ConfigMap"): "GPUSharing",
     ("v1", "ServiceAccount"): "ServiceAccount",
     **{
         ("rbac.authorization.k8s.io/v1", kind): kind
@@ -90,6 +91,7 @@ _FOREIGN_PLURALS = {
     "Job": "jobs",
     "WorkloadPriorityClass": "workloadpriorityclasses",
     "Model": "models",
+    "ConfigMap": "configmaps",
 }
 
 
@@ -116,6 +118,7 @@ KINDS: tuple[Kind, ...] = (
     _k("Node", "nodes", ("no",), namespaced=False),
     _k("ResourceFlavor", "resourceflavors", ("rf", "flavor", "flavors"), namespaced=False, status=False),
     _k("Topology", "topologies", (), namespaced=False, status=False),
+    _k("GPUSharing", "gpusharings", (), namespaced=False, status=False),
     _k("ClusterQueue", "clusterqueues", ("cq",), namespaced=False),
     _k("Cohort", "cohorts", (), namespaced=False),
     _k("LocalQueue", "localqueues", ("lq", "queue", "queues"), namespaced=True),

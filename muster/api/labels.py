@@ -14,11 +14,14 @@ __all__ = [
     "ATTEMPT_LABEL",
     "CAPACITY_TYPE_LABEL",
     "CHECKPOINTABLE_ANNOTATION",
+    "DEVICE_PLUGIN_CONFIG_LABEL",
     "DRAIN_ANNOTATION",
     "DRAIN_GRACE_ANNOTATION",
     "EXPERIMENT_LABEL",
     "GPU",
     "GPU_MEMORY",
+    "GPU_REPLICAS_LABEL",
+    "GPU_SHARING_ANNOTATION",
     "INTERRUPTION_ANNOTATION",
     "JOB_NAME_LABEL",
     "KARPENTER_CAPACITY_TYPE_LABEL",
@@ -163,3 +166,12 @@ def replica_name(pod: Mapping[str, Any]) -> str:
     job = labels.get(JOB_NAME_LABEL)
     name = pod["metadata"]["name"]
     return name[len(job) + 1 :] if job and name.startswith(job + "-") else name
+
+
+# GPU time-slicing (docs/scheduler.md, "GPU sharing"): the NVIDIA device plugin's config label a
+# node selects its GPUSharing config with, and the label GPU feature discovery sets on a node
+# whose GPUs are time-sliced: each GPU is offered as this many replicas of nvidia.com/gpu.
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+# The GPUSharing whose config set a node's GPU_REPLICAS_LABEL (so the label goes when it does).
+GPU_SHARING_ANNOTATION = "muster.dev/gpu-sharing"

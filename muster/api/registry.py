@@ -26,6 +26,7 @@ from muster.api.compat import IGNORED_FIELDS_ANNOTATION, Conversion, converter_f
 from muster.api.errors import FieldError, InvalidObject, errors_from_pydantic, format_path
 from muster.api.event import Event
 from muster.api.experiment import Experiment
+from muster.api.gpusharing import GPUSharing
 from muster.api.kinds import Kind, UnknownKind
 from muster.api.limits import document_errors
 from muster.api.namespace import Namespace, ResourceQuota
@@ -69,6 +70,7 @@ _MODELS: dict[str, type[Object]] = {
         Node,
         ResourceFlavor,
         Topology,
+        GPUSharing,
         ClusterQueue,
         Cohort,
         LocalQueue,

@@ -226,6 +226,14 @@ COLUMNS: dict[str, list[Column]] = {
         AGE,
         Column("SUBJECTS", "subjects.*.name", "unique", wide=True),
     ],
+    "GPUSharing": [
+        NAME,
+        Column("LABEL", "spec.nodeLabel"),
+        Column("DEFAULT", "spec.defaultConfig"),
+        Column("CONFIGS", "spec.configs", "count"),
+        Column("REPLICAS", "spec.configs.*.timeSlicing.replicas", "unique"),
+        AGE,
+    ],
     "NodePool": [
         NAME,
         Column("PROVIDER", "spec.provider"),

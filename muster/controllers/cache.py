@@ -29,6 +29,7 @@ WATCHED_KINDS = (
     "Namespace",
     "ResourceQuota",
     "Node",
+    "GPUSharing",
     "ResourceFlavor",
     "Topology",
     "ClusterQueue",

@@ -35,10 +35,10 @@ class NodeTable:
 
     Arrays: ``alloc``/``free`` (N, R) units; ``gpu_free`` (N, G) free milli per device, -1
     where a node has no such device or it is unhealthy; ``gpu_total`` usable devices;
-    ``model_ids`` index into ``models`` ("" = no GPU); ``schedulable`` ready and not
-    cordoned. Derived and kept current: ``full_free`` (devices fully free), ``max_free``
-    (largest free milli on one device), ``free_milli`` (sum of free milli), ``gpu_tags``
-    (N, GPU_TAGS) pods per GPU class.
+    ``model_ids`` index into ``models`` ("" = no GPU); ``gpu_replicas`` time-slicing
+    replicas per device (1: not shared); ``schedulable`` ready and not cordoned. Derived and
+    kept current: ``full_free`` (devices fully free), ``max_free`` (largest free milli on one
+    device), ``free_milli`` (sum of free milli), ``gpu_tags`` (N, GPU_TAGS) pods per GPU class.
     """
 
     __slots__ = (
@@ -50,6 +50,7 @@ class NodeTable:
         "full_free",
         "gpu_free",
         "gpu_memory",
+        "gpu_replicas",
         "gpu_tags",
         "gpu_total",
         "index",
@@ -99,6 +100,7 @@ class NodeTable:
         models: dict[str, int] = {"": 0}
         model_ids = np.zeros(n, dtype=np.int32)
         gpu_memory = np.zeros(n, dtype=np.int64)
+        gpu_replicas = np.ones(n, dtype=np.int64)
         schedulable = np.ones(n, dtype=bool)
         taint_sets: dict[tuple[Taint, ...], int] = {}
         taint_group = np.zeros(n, dtype=np.int32)
@@ -120,6 +122,7 @@ class NodeTable:
                     gpu_free[i, d] = free[d] if healthy[d] else -1
                 model_ids[i] = models.setdefault(nd.gpu_model, len(models))
                 gpu_memory[i] = nd.gpu_memory
+                gpu_replicas[i] = max(1, min(nd.gpu_replicas, GPU_MILLI))
             schedulable[i] = nd.ready and not nd.unschedulable
             taint_group[i] = taint_sets.setdefault(tuple(nd.taints), len(taint_sets))
         t.alloc = alloc
@@ -129,6 +132,7 @@ class NodeTable:
         t.models = list(models)
         t.model_ids = model_ids
         t.gpu_memory = gpu_memory
+        t.gpu_replicas = gpu_replicas
         t.schedulable = schedulable
         t.labels = [nd.labels for nd in nodes]
         t.taint_sets = list(taint_sets)

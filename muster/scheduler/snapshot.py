@@ -166,6 +166,9 @@ class Node:
     gpus: int = 0
     gpu_model: str = ""
     gpu_memory: int = 0  # bytes per device
+    # Time-slicing: each device is offered as this many replicas; a pod asking for one whole
+    # GPU takes GPU_MILLI // gpu_replicas of one device, and no pod asking for more lands here.
+    gpu_replicas: int = 1
     gpu_free: tuple[int, ...] = ()
     gpu_healthy: tuple[bool, ...] = ()
     ready: bool = True

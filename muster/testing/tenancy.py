@@ -110,6 +110,7 @@ _BODIES: dict[str, Obj] = {
             "template": {},
         }
     },
+    "GPUSharing": {"spec": {"configs": {"any": {"timeSlicing": {"replicas": 2}}}, "defaultConfig": "any"}},
     "UsageRecord": {"spec": {"type": "Node", "name": "n", "start": "2026-01-01T00:00:00Z"}},
 }
 

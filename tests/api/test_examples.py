@@ -44,6 +44,7 @@ def test_the_examples_are_there():
     names = {str(p.relative_to(ROOT)) for p in EXAMPLES}
     assert {
         "kubeflow-pytorchjob.yaml",
+        "argo-workflow.yaml",
         "kueue-queues.yaml",
         "trainingjob.yaml",
         "pytorchjob.yaml",

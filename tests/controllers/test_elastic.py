@@ -1,6 +1,7 @@
 """Elastic TrainingJobs through the manager (docs/trainingjob.md, "Elastic jobs"): grown back
 toward maxReplicas when capacity returns (after the gang runs and its cool-down), shrunk in
-place when a node of it is lost, each size a new run of the gang from its checkpoint."""
+place when a node of it is lost or drained or a GPU of it fails, each size a new run of the gang
+from its checkpoint."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from muster.api.labels import DRAIN_ANNOTATION
 from muster.cli.why import render
 from muster.controllers.insight.explain import Explanation, explain
 from muster.controllers.insight.explain.gather import gather
 from muster.controllers.scheduling.elastic import shrunk
+from muster.runtime.base import GpuFault
 from muster.server.views import StoreSource
 from muster.store import Store
 from tests.controllers.conftest import Harness, job
@@ -200,6 +203,64 @@ def test_a_lost_node_below_min_replicas_requeues_as_before(two_nodes: Harness):
     assert not (h.get("Workload", "train")["status"].get("elastic") or {}).get("resizes")
 
 
+def _start_on_both(h: Harness, doc: Obj) -> None:
+    """``doc`` runs 2 workers on each node, its gang running."""
+    h.apply(doc)
+    h.settle(lambda: len(h.rt.pods_by_uid) == 4)
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+
+
+def _restarted_at(h: Harness, workers: int, reason: str) -> Obj:
+    """The job restarted in place at ``workers`` (never requeued), the resize's reason given."""
+    h.settle(lambda: admitted_workers(h, "train") == workers)
+    wl = h.get("Workload", "train")
+    assert not (wl["status"].get("requeueState") or {}).get("count")  # never requeued
+    assert wl["status"]["elastic"]["lastResize"]["reason"] == reason
+    h.settle(
+        lambda: (
+            len(live_workers(h, "train")) == workers and h.rt.find(f"default/train-worker-{workers - 1}").env
+        )
+    )
+    assert {h.rt.find(f"default/train-worker-{i}").env["PET_NNODES"] for i in range(workers)} == {
+        str(workers)
+    }
+    h.rt.run_all()
+    h.settle(lambda: h.has("TrainingJob", "train", "Running"))
+    status = h.job("train")["status"]
+    assert (status["resizes"][-1]["from"], status["resizes"][-1]["to"]) == (4, workers)
+    assert status["resizes"][-1]["reason"] == reason and status.get("restartCount", 0) == 0
+    return wl
+
+
+def test_a_drain_shrinks_the_job_in_place(two_nodes: Harness):
+    h = two_nodes
+    _start_on_both(h, elastic("train", workers=4, low=2))
+    node = h.get("Node", "node-b", None)
+    node["spec"]["unschedulable"] = True
+    node["metadata"].setdefault("annotations", {})[DRAIN_ANNOTATION] = "2025-01-01T00:00:00Z"
+    h.store.update(node)
+    wl = _restarted_at(h, 2, "NodeDrained")
+    assert {p["node"] for p in wl["status"]["admission"]["podSetAssignments"][0]["pods"]} == {"node-a"}
+    assert "node node-b is being drained" in wl["status"]["elastic"]["lastResize"]["why"]
+
+
+def test_a_failed_gpu_shrinks_the_job_in_place_without_the_pod_on_it(two_nodes: Harness):
+    h = two_nodes
+    _start_on_both(h, elastic("train", workers=4, low=2))
+    future = h.manager.request_fault("node-b", GpuFault(gpu=1, xid=79))
+    h.settle(future.done)
+    future.result()
+    wl = _restarted_at(h, 3, "GPUUnhealthy")
+    pods = wl["status"]["admission"]["podSetAssignments"][0]["pods"]
+    assert sorted((p["node"], tuple(p["gpus"])) for p in pods) == [
+        ("node-a", (0,)),
+        ("node-a", (1,)),
+        ("node-b", (0,)),
+    ]
+    assert "GPU 1 of node node-b is unhealthy" in wl["status"]["elastic"]["lastResize"]["why"]
+
+
 def _admitted_wl(min_count: int, pods: dict[str, list[str]]) -> Obj:
     """A Workload of an elastic job with a Master: ``pods`` maps pod set -> the node of each pod."""
     sets = [{"name": n, "count": len(nodes) if n == "master" else 4} for n, nodes in pods.items()]
@@ -234,3 +295,8 @@ def test_shrinking_keeps_min_count_and_the_master():
     plain = _admitted_wl(1, {"worker": ["a", "b"]})
     del plain["spec"]["elastic"]
     assert shrunk(plain, {"b"}) is None  # not elastic: evicted and requeued as any Workload
+    gpus = _admitted_wl(2, {"worker": ["a", "a", "b", "b"]})
+    for i, pod in enumerate(gpus["status"]["admission"]["podSetAssignments"][0]["pods"]):
+        pod["gpus"] = [i % 2]
+    (worker,) = shrunk(gpus, set(), [("b", 1)])
+    assert [(p["node"], p["gpus"]) for p in worker["pods"]] == [("a", [0]), ("a", [1]), ("b", [0])]

@@ -57,3 +57,31 @@ def test_an_argo_workflow_runs_as_written(muster_home: Path):
         assert " │ ├─○ tails" in tree.output and f" ✔ {name}.onExit" in tree.output
         wrong = CliRunner().invoke(app, ["get", "trainingjobs", "-o", "tree"])
         assert wrong.exit_code == 2 and "-o tree goes with `get workflow NAME`" in wrong.output
+
+
+def test_the_argo_example_runs_as_written_on_fake_gpus(muster_home: Path):
+    """examples/argo-workflow.yaml: steps calling a dag, parameters, withItems, a GPU per run."""
+    example = Path(__file__).parents[2] / "examples" / "argo-workflow.yaml"
+    with workflow_cluster(muster_home, gpus=2) as (_up, client):
+        applied = CliRunner().invoke(app, ["apply", "-f", str(example)])
+        assert applied.exit_code == 0, applied.output
+        [wf] = client.list("Workflow")["items"]
+        name = wf["metadata"]["name"]
+        assert name.startswith("lr-sweep-")
+        nodes = wait_phase(client, name, timeout=90)["status"]["nodes"]
+        assert {n: node["phase"] for n, node in nodes.items() if "(" not in n} == dict.fromkeys(
+            ("prepare", "train", "evaluate-score", "evaluate-report", "evaluate-summary"), "Succeeded"
+        )
+        samples = nodes["prepare"]["outputs"]["parameters"]["result"]
+        runs = [
+            CliRunner().invoke(app, ["logs", f"workflow/{name}", "--task", f"train({i})"]).output
+            for i in range(3)
+        ]
+        for lr, out in zip(("0.3", "0.1", "0.03"), runs, strict=True):
+            assert f"lr={lr} samples={samples} gpu=" in out, out
+            assert "gpu=None" not in out  # each run was given a GPU
+        assert "loss=0.1681" in runs[0]  # 0.7 ** 5
+        score = nodes["evaluate-score"]["outputs"]["parameters"]["result"]
+        assert float(score) == int(samples) / 1000
+        report = CliRunner().invoke(app, ["logs", f"workflow/{name}", "--task", "evaluate-report"])
+        assert f"accuracy {score}" in report.output

@@ -108,6 +108,25 @@ def test_memory_sized_share_takes_milli_by_node_memory() -> None:
     assert by_node == {"large": 250, "small": 500}
 
 
+@pytest.mark.parametrize("policy", ["binpack", "spread", "gpu-packing", "fgd"])
+def test_time_sliced_node_takes_one_replica_per_one_gpu_pod(policy: str) -> None:
+    nodes = [node("sliced", gpus=1, gpu_replicas=4), node("whole", gpus=1)]
+    pods = [wl(f"p{i}", gpus=1, t=float(i)) for i in range(6)]
+    d = place(nodes, *pods, policy=policy)
+    placed = [pl for a in d.admitted for pl in a.pod_sets[0].placements]
+    by_node = sorted((pl.node, pl.gpu_milli) for pl in placed)
+    # four replicas of the sliced GPU, one whole GPU elsewhere; the sixth pod waits
+    assert by_node == [("sliced", 250)] * 4 + [("whole", 1000)]
+    assert len(d.pending) == 1
+
+
+def test_pods_asking_several_gpus_never_land_on_a_time_sliced_node() -> None:
+    nodes = [node("sliced", gpus=4, gpu_replicas=2)]
+    (p,) = place(nodes, wl("two", gpus=2)).pending
+    assert "1 time-slice their GPUs (one replica per pod)" in p.message
+    assert where(place(nodes, wl("share", gpus=1, milli=300)), "share") == [("sliced", [(0,)])]
+
+
 def test_gpu_share_device_rules() -> None:
     nodes = [node("n", gpus=3, gpu_free=(600, 300, 1000))]
     share = wl("s", gpus=1, milli=250)

@@ -1,6 +1,7 @@
 """Converters from foreign manifests (PyTorchJob, TFJob, MPIJob, Kueue, PriorityClass, batch/v1 Job, Pod,
 Namespace, ServiceAccount, ResourceQuota, RBAC, KServe InferenceService, KubeAI Model,
-Karpenter NodePool, Katib Experiment, Argo Workflow, KubeRay RayCluster and RayJob) to Muster's own kinds.
+Karpenter NodePool, Katib Experiment, Argo Workflow, KubeRay RayCluster and RayJob, the NVIDIA device
+plugin's time-slicing ConfigMap) to Muster's own kinds.
 
 A converter rewrites a foreign document into a native ``muster.dev/v1`` document and says
 which native path prefixes stand for which foreign ones, so every error and warning names
@@ -29,9 +30,21 @@ def foreign_kinds() -> list[tuple[str, str]]:
 
 def _converters() -> dict[tuple[str, str], Converter]:
     # Imported late: the converter modules import the kind models, which import this package.
-    from muster.api.compat import argo, core, jobs, karpenter, katib, kubeflow, kuberay, kueue, rbac, serving
+    from muster.api.compat import (
+        argo,
+        core,
+        deviceplugin,
+        jobs,
+        karpenter,
+        katib,
+        kubeflow,
+        kuberay,
+        kueue,
+        rbac,
+        serving,
+    )
 
     table: dict[tuple[str, str], Converter] = {}
-    for module in (core, jobs, kubeflow, katib, kueue, rbac, serving, karpenter, argo, kuberay):
+    for module in (core, deviceplugin, jobs, kubeflow, katib, kueue, rbac, serving, karpenter, argo, kuberay):
         table.update(module.CONVERTERS)
     return table

@@ -13,7 +13,9 @@ Level-triggered, from the Node objects and the Workloads placed on them:
   unfinished pods are failed with reason ``NodeLost`` (no runtime is left to stop them) and
   their Workloads evicted with reason ``NodeLost``, but an elastic Workload that keeps its
   ``minCount`` without the node, which is shrunk in place instead (its job restarts at the
-  smaller size from its checkpoint; docs/trainingjob.md, "Elastic jobs"). A node its runtime still offers but
+  smaller size from its checkpoint; docs/trainingjob.md, "Elastic jobs"; a failed GPU, a drain
+  and a spot interruption shrink it alike, without the pods they concern). A node
+  its runtime still offers but
   reports ``Ready=False`` (a Kubernetes Node whose kubelet went quiet) has its Workloads
   evicted alike; its pods are the runtime's to fail (it reports them NodeLost);
 * **drain** (``muster node drain``: ``spec.unschedulable`` plus the annotation
@@ -79,6 +81,8 @@ _PRECEDENCE = (
     SPOT_INTERRUPTED,
     NODE_DRAINED,
 )  # the first one found explains an eviction
+# What an elastic Workload that keeps its minCount without the pods concerned shrinks for.
+_SHRINKS = frozenset(_PRECEDENCE)
 
 
 class HealthController:
@@ -120,12 +124,11 @@ class HealthController:
                 if gpu.get("health", "Healthy") != "Healthy":
                     bad_gpus[(name, int(gpu["index"]))] = gpu.get("healthReason") or "unhealthy"
         if problems or bad_gpus:
-            lost = {n for n, (reason, _m, _g) in problems.items() if reason == NODE_LOST}
             for wl in self.ctx.cache.list_live("Workload"):
                 if workload_state(wl) is WorkloadState.ADMITTED:
                     found = _problem(wl, problems, bad_gpus)
                     if found is not None and not (
-                        found[0] == NODE_LOST and self._shrink(wl, lost, (problems, bad_gpus), now)
+                        found[0] in _SHRINKS and self._shrink(wl, found, problems, bad_gpus, now)
                     ):
                         self._evict(wl, *found, now)
 
@@ -218,23 +221,34 @@ class HealthController:
 
     # -- workloads -----------------------------------------------------------------------------
 
-    def _shrink(self, wl: Obj, lost: set[str], others: tuple[dict, dict], now: float) -> bool:
-        """An elastic Workload that keeps its minCount without the lost nodes runs on smaller
-        instead of being requeued (its owner restarts the rest at the new size); True when done.
-        Only when no other problem (a failed GPU, a drain) touches what it keeps."""
-        assignments = shrunk(wl, lost)
+    def _shrink(
+        self,
+        wl: Obj,
+        found: tuple[str, str, float | None],
+        problems: dict[str, tuple[str, str, float | None]],
+        bad_gpus: dict[tuple[str, int], str],
+        now: float,
+    ) -> bool:
+        """An elastic Workload that keeps its minCount without its pods on lost or drained
+        nodes and on failed GPUs runs on smaller instead of being requeued (its owner stops
+        those pods and restarts the rest at the new size); True when done."""
+        gone = {n for n, (reason, _m, _g) in problems.items() if reason in _SHRINKS}
+        assignments = shrunk(wl, gone, bad_gpus)
         if assignments is None:
             return False
         kept = {**wl, "status": {**wl["status"], "admission": {"podSetAssignments": assignments}}}
-        if _problem(kept, *others) is not None:
+        if _problem(kept, problems, bad_gpus) is not None:
             return False
-        nodes = sorted(
-            {p["node"] for a in wl["status"]["admission"]["podSetAssignments"] for p in a.get("pods") or ()}
-            & lost
-        )
+        cause = found[1]
+        if found[0] == NODE_LOST:
+            held = {
+                p["node"] for a in wl["status"]["admission"]["podSetAssignments"] for p in a.get("pods") or ()
+            }
+            lost = sorted(held & {n for n, (reason, _m, _g) in problems.items() if reason == NODE_LOST})
+            cause = f"node {', '.join(lost)} was lost"
         updated = copy.deepcopy(wl)
-        why = f"node {', '.join(nodes)} was lost; it runs on at the smaller size from its checkpoint"
-        event = resize_workload(updated, assignments, NODE_LOST, why, now)
+        why = f"{cause}; it runs on at the smaller size from its checkpoint"
+        event = resize_workload(updated, assignments, found[0], why, now)
         stored = self.ctx.update_status(updated)
         if stored is None:
             return False

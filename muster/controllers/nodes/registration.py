@@ -4,7 +4,9 @@ It registers each node the runtime offers (capacity, allocatable, GPU devices, l
 conditions, addresses, what others hold on it), writes a heartbeat every
 ``heartbeat_seconds``, and writes at once whatever else changed (a GPU gone unhealthy, a
 label). Users own ``spec`` (cordon, taints) and may add labels; the runtime's labels win on
-the keys it sets, and a runtime that owns taints and cordon (a Kubernetes Node's) writes them
+the keys it sets, and so does a GPUSharing's ``nvidia.com/gpu.replicas`` (time-slicing, set and
+removed as GPUSharings change, which triggers a sync at once), and a runtime that owns
+taints and cordon (a Kubernetes Node's) writes them
 to ``spec``. A runtime that watches its nodes (:class:`SupportsNodeWatch`) triggers a sync as
 soon as they change, and a node it no longer lists is deleted. Whenever a node's resources
 change, the managed ``default`` ClusterQueue's quota follows
@@ -19,6 +21,8 @@ from typing import Any
 
 from muster.api.base import API_VERSION
 from muster.api.conditions import iso, set_condition
+from muster.api.gpusharing import node_replicas
+from muster.api.labels import GPU_REPLICAS_LABEL, GPU_SHARING_ANNOTATION
 from muster.api.lifecycle import EventSpec
 from muster.api.quantity import Format, Quantity
 from muster.controllers.context import Context
@@ -54,6 +58,8 @@ class NodeController:
         self._names: list[str] = []
         self._addresses: dict[str, str] = {}
         self._warned: set[tuple[str, str]] = set()
+        self._sharings: list[tuple[str, str]] = []
+        self._requota = False
 
     def addresses(self) -> dict[str, str]:
         """Node name -> the address its pods reach each other at (loopback on the local runtime)."""
@@ -63,12 +69,15 @@ class NodeController:
         now = self.ctx.now()
         if isinstance(self.runtime, SupportsNodeWatch) and self.runtime.nodes_changed():
             return True
+        if self._sharing_versions() != self._sharings:
+            return True
         return not self._last_beat or any(now - t >= self.heartbeat_seconds for t in self._last_beat.values())
 
     def sync(self) -> None:
         """Register or refresh every node of the runtime; sync the default queue's quota."""
         now = self.ctx.now()
         resized = False
+        self._sharings = self._sharing_versions()
         infos = self.runtime.nodes()
         self._names = [info.name for info in infos]
         self._addresses = {info.name: info.address for info in infos}
@@ -78,7 +87,8 @@ class NodeController:
             resized |= self._sync_node(info, now)
         if isinstance(self.runtime, SupportsNodeWatch):
             resized |= self._remove_gone(set(self._addresses))
-        if resized:
+        if resized or self._requota:
+            self._requota = False
             sync_default_queue(self.ctx)
 
     def _sync_node(self, info: NodeInfo, now: float) -> bool:
@@ -108,11 +118,19 @@ class NodeController:
             if (info.name, warning) not in self._warned:
                 self._warned.add((info.name, warning))
                 self.ctx.event(current, EventSpec("Warning", "NodeWarning", warning))
-        labels = {**(current["metadata"].get("labels") or {}), **info.labels}
-        if labels != (current["metadata"].get("labels") or {}):
+        old_labels = current["metadata"].get("labels") or {}
+        labels = {**old_labels, **info.labels}
+        annotations = dict(current["metadata"].get("annotations") or {})
+        # On Kubernetes the cluster's device plugin time-slices (its ConfigMap is the cluster's).
+        sliced = self._time_slicing(labels, annotations, bool(info.gpus) and info.runtime != "kubernetes")
+        if labels != old_labels or annotations != (current["metadata"].get("annotations") or {}):
             relabelled = copy.deepcopy(current)
             relabelled["metadata"]["labels"] = labels
+            relabelled["metadata"]["annotations"] = annotations
             current = self.ctx.update(relabelled) or current
+            if sliced is not None:
+                self.ctx.event(current, EventSpec("Normal", "GPUSharing", sliced))
+                self._requota = True  # the default queue's quota counts the replicas
         wanted = copy.deepcopy(current)
         wanted["status"] = node_status(info, current.get("status") or {}, now)
         old = current.get("status") or {}
@@ -124,6 +142,26 @@ class NodeController:
             return False
         self._last_beat[info.name] = now
         return old.get("allocatable") != stored["status"].get("allocatable")
+
+    def _sharing_versions(self) -> list[tuple[str, str]]:
+        sharings = self.ctx.cache.list("GPUSharing")
+        return sorted((s["metadata"]["name"], str(s["metadata"].get("resourceVersion"))) for s in sharings)
+
+    def _time_slicing(self, labels: dict[str, str], annotations: dict[str, str], gpus: bool) -> str | None:
+        """Set (or remove, when no GPUSharing chooses one any more) the node's time-slicing
+        label in ``labels``/``annotations``; a message when the replicas changed."""
+        chosen = node_replicas(labels, self.ctx.cache.list("GPUSharing")) if gpus else None
+        before = labels.get(GPU_REPLICAS_LABEL)
+        if chosen is not None:
+            replicas, sharing = chosen
+            labels[GPU_REPLICAS_LABEL] = str(replicas)
+            annotations[GPU_SHARING_ANNOTATION] = sharing
+            if before != str(replicas):
+                return f"GPUSharing {sharing}: each GPU is offered as {replicas} time-sliced replica(s)"
+        elif annotations.pop(GPU_SHARING_ANNOTATION, None) is not None:
+            labels.pop(GPU_REPLICAS_LABEL, None)
+            return "no GPUSharing applies any more: GPUs are whole again"
+        return None
 
     def _sync_spec(self, info: NodeInfo, current: Obj) -> Obj:
         """Taints and cordon, where the runtime owns them."""

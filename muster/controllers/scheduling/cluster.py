@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from muster.api.common import GPU, GPU_MEMORY
+from muster.api.gpusharing import gpu_replicas
 from muster.api.labels import WORKLOAD_LABEL
 from muster.api.lifecycle import is_final
 from muster.api.podspec import PodSpec
@@ -166,6 +167,7 @@ def scheduler_node(obj: Obj) -> Node:
         gpus=count,
         gpu_model=labels.get("nvidia.com/gpu.product", first.get("model", "")),
         gpu_memory=Quantity.parse(first.get("memory", "0")).as_int() if first else 0,
+        gpu_replicas=gpu_replicas(obj),
         gpu_healthy=tuple(healthy),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),

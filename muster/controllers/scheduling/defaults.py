@@ -19,6 +19,7 @@ from typing import Any
 
 from muster.api import registry
 from muster.api.base import API_VERSION
+from muster.api.gpusharing import gpu_replicas
 from muster.api.labels import NODEPOOL_LABEL as POOL_LABEL
 from muster.api.quantity import Quantity, parse_quantity
 from muster.store.base import ApplyResult, Conflict, NotFound, Obj, Store, Writer
@@ -97,7 +98,8 @@ def default_cluster_queue(quota: Mapping[str, Quantity]) -> dict[str, Any]:
 
 def node_quota(nodes: Iterable[Obj], pools: Iterable[Obj] = ()) -> dict[str, Quantity]:
     """The sum of the Nodes' allocatable (capacity where a Node reports no allocatable) of
-    cpu, memory and whole GPUs: what the default queue may hand out. With ``pools``
+    cpu, memory and whole GPUs (times the replicas of a time-sliced node's GPUs, as the device
+    plugin advertises them): what the default queue may hand out. With ``pools``
     (NodePools), their nodes count as ``maxNodes`` of the pool's template instead."""
     total: dict[str, Quantity | None] = dict.fromkeys(DEFAULT_RESOURCES)
     pools = list(pools)
@@ -118,9 +120,12 @@ def node_quota(nodes: Iterable[Obj], pools: Iterable[Obj] = ()) -> dict[str, Qua
 
         status = node.get("status") or {}
         resources = status.get("allocatable") or status.get("capacity") or {}
+        replicas = gpu_replicas(node)
         for name in DEFAULT_RESOURCES:
             if name in resources:
                 q = parse_quantity(resources[name])
+                if name == "nvidia.com/gpu" and replicas > 1:
+                    q = q * replicas
                 # Start from the first node's value, not 0, so the sum keeps its units (64Gi).
                 total[name] = q if total[name] is None else total[name] + q
     return {name: q if q is not None else Quantity(0) for name, q in total.items()}

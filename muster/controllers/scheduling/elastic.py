@@ -8,8 +8,9 @@ grow *now* is the driver's to decide, here, because it depends on the clock and 
 * only once every pod of its current size runs (a gang still starting is not restarted);
 * only ``spec.elastic.growCooldownSeconds`` after its admission or its last resize.
 
-On node loss the health controller shrinks an elastic Workload in place (:func:`shrunk`)
-when what is left keeps every pod set's ``minCount``, instead of evicting it.
+On node loss, a drain or a failed GPU the health controller shrinks an elastic Workload in
+place (:func:`shrunk`) when what is left keeps every pod set's ``minCount``, instead of
+evicting it.
 
 A workload that may not grow yet is *held* with the reason (GangStarting, CoolingDown), which
 the writer stores in ``status.elastic.held`` as it does the core's reasons; ``muster why``
@@ -99,18 +100,20 @@ def growth(wl: Obj, running: int, now: float, pod_set_of: Callable[[Obj], PodSet
     return Growth(grow=tuple(pod_set_of(ps) for ps in wl["spec"]["podSets"]))
 
 
-def shrunk(wl: Obj, lost: set[str]) -> list[Obj] | None:
-    """The pod set assignments of the elastic ``wl`` without its pods on the ``lost`` nodes,
-    when every pod set keeps at least its ``minCount`` (a pod set without one: all its pods);
-    None when it cannot run smaller (then it is evicted and requeued as any other)."""
+def shrunk(wl: Obj, lost: set[str], bad_gpus: Iterable[tuple[str, int]] = ()) -> list[Obj] | None:
+    """The pod set assignments of the elastic ``wl`` without its pods on the ``lost`` nodes (lost
+    or drained) and those holding a GPU of ``bad_gpus`` ((node, index): failed), when every pod
+    set keeps at least its ``minCount`` (a pod set without one: all its pods); None when it
+    cannot run smaller (then it is evicted and requeued as any other)."""
     if not (wl.get("spec") or {}).get("elastic"):
         return None
     specs = {ps.get("name", "main"): ps for ps in wl["spec"]["podSets"]}
+    bad = set(bad_gpus)
     out = []
     dropped = False
     for a in wl["status"]["admission"].get("podSetAssignments") or ():
         pods = a.get("pods") or []
-        kept = [p for p in pods if p.get("node") not in lost]
+        kept = [p for p in pods if p.get("node") not in lost and not _holds(p, bad)]
         spec = specs.get(a["name"]) or {}
         least = spec.get("minCount") or spec.get("count") or len(pods)
         if len(kept) < len(pods):
@@ -120,6 +123,10 @@ def shrunk(wl: Obj, lost: set[str]) -> list[Obj] | None:
         usage = {r: _scaled(q, len(kept), len(pods)) for r, q in (a.get("resourceUsage") or {}).items()}
         out.append({**a, "count": len(kept), "pods": kept, "resourceUsage": usage})
     return out if dropped else None
+
+
+def _holds(pod: Obj, bad: set[tuple[str, int]]) -> bool:
+    return any((pod.get("node"), int(index)) in bad for index in pod.get("gpus") or ())
 
 
 def _scaled(quantity: str, kept: int, had: int) -> str:

@@ -33,9 +33,12 @@ class PodSpec:
     vals: np.ndarray
     missing: tuple[str, ...]
     gpus: int
-    milli: int  # per device; for memory-sized shares see node_milli
+    milli: int  # per device; for memory-sized shares and time-sliced nodes see node_milli
     tag: int
     key: tuple
+    # One whole GPU in a table with time-sliced nodes: a share there (one replica), a whole
+    # device elsewhere, so placement treats it as a share sized per node.
+    sliced: bool = False
 
     @classmethod
     def build(cls, table: NodeTable, pod_set: PodSet, flavors: Sequence[Flavor]) -> PodSpec:
@@ -50,6 +53,13 @@ class PodSpec:
             pod_set.gpu_memory if pod_set.gpus else 0,
             pod_set.gpus,
         )
+        sliced = (
+            pod_set.gpus == 1
+            and milli == GPU_MILLI
+            and not pod_set.gpu_memory
+            and bool(len(table))
+            and int(table.gpu_replicas.max()) > 1
+        )
         return cls(
             pod_set,
             tuple(flavors),
@@ -60,6 +70,7 @@ class PodSpec:
             milli,
             gpu_tag(pod_set.gpus, milli),
             key,
+            sliced,
         )
 
     @property
@@ -69,10 +80,19 @@ class PodSpec:
 
     @property
     def is_share(self) -> bool:
-        return self.gpus == 1 and (self.milli < GPU_MILLI or self.pod_set.gpu_memory > 0)
+        return self.gpus == 1 and (self.milli < GPU_MILLI or self.pod_set.gpu_memory > 0 or self.sliced)
+
+    @property
+    def per_node(self) -> bool:
+        """Whether the milli taken on a device differs by node (see :meth:`node_milli`)."""
+        return self.sliced or (self.gpus > 0 and self.pod_set.gpu_memory > 0)
 
     def node_milli(self, table: NodeTable, nodes: np.ndarray | None = None) -> np.ndarray | int:
-        """Milli-GPU per device on each node: ``milli``, or sized by the node's GPU memory."""
+        """Milli-GPU per device on each node: ``milli``, sized by the node's GPU memory, or
+        one replica of a time-sliced node's GPU (a whole one elsewhere)."""
+        if self.sliced:
+            replicas = table.gpu_replicas if nodes is None else table.gpu_replicas[nodes]
+            return GPU_MILLI // replicas
         mem = self.pod_set.gpu_memory
         if not mem or not self.gpus:
             return self.milli
@@ -109,6 +129,8 @@ def static_mask(table: NodeTable, spec: PodSpec) -> np.ndarray:
     mask &= label_mask(table, spec)
     if spec.gpus:
         mask &= table.gpu_total >= spec.gpus
+        if spec.gpus > 1:
+            mask &= table.gpu_replicas == 1
         mask &= model_mask(table, spec)
         if spec.pod_set.gpu_memory:
             mask &= table.gpu_memory >= spec.pod_set.gpu_memory
@@ -201,6 +223,8 @@ def explain(
         take(table.gpu_total == 0, "have no usable GPU")
         take(~model_mask(table, spec), f"have a GPU model other than {'|'.join(spec.pod_set.gpu_models)}")
         take(table.gpu_total < spec.gpus, f"have fewer than {spec.gpus} GPUs in all")
+        if spec.gpus > 1:
+            take(table.gpu_replicas > 1, "time-slice their GPUs (one replica per pod)")
         if spec.pod_set.gpu_memory:
             take(table.gpu_memory < spec.pod_set.gpu_memory, "have GPUs with less memory than asked")
     for r in spec.missing:

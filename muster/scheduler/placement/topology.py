@@ -41,9 +41,7 @@ def node_capacity(table: NodeTable, spec: PodSpec, mask: np.ndarray, one_per_nod
         cap = np.minimum(cap, np.maximum(table.free[:, c], 0) // v)
     if spec.gpus:
         if spec.is_share:
-            milli = (
-                np.asarray(spec.node_milli(table)).reshape(-1, 1) if spec.pod_set.gpu_memory else spec.milli
-            )
+            milli = np.asarray(spec.node_milli(table)).reshape(-1, 1) if spec.per_node else spec.milli
             per_dev = np.where(table.gpu_free > 0, table.gpu_free, 0) // milli
             cap = np.minimum(cap, per_dev.sum(axis=1))
         else:

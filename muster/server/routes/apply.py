@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from muster.api import registry
+from muster.config import settings
 from muster.server.access.attributes import Attributes
 from muster.server.access.escalation import check_write
 from muster.server.access.guard import AUTHENTICATED, Access, access_of, requires
@@ -16,6 +17,7 @@ from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.routes.objects import API_PREFIX
 from muster.server.services.apply import apply_documents
+from muster.server.views import manager_of
 from muster.store import NotFound, Store
 
 __all__ = ["router"]
@@ -61,8 +63,17 @@ def apply(request: Request, body: ApplyRequest) -> Response:
         request.state.audit_objects = [_ref(obj) for _, obj in objects]
         _authorize(access, store, objects)
 
+    manager = manager_of(request.app)
+    queue = (
+        manager.config.namespace_default_queue if manager is not None else settings().namespace_default_queue
+    )
     results = apply_documents(
-        store, body.documents, dry_run=body.dry_run, authorize=authorize, observe=access.control.observe
+        store,
+        body.documents,
+        dry_run=body.dry_run,
+        authorize=authorize,
+        observe=access.control.observe,
+        namespace_queue=queue,
     )
     return json_response({"results": results})
 
