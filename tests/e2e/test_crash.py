@@ -65,8 +65,10 @@ def test_sigkill_during_a_burst_loses_no_job_and_runs_none_twice(muster_home: Pa
                 what=f"every accepted job to finish (seed {seed})",
             )
             jobs = client.list("TrainingJob")["items"]
-            failed = [j["metadata"]["name"] for j in jobs if _state(j) != "Succeeded"]
-            assert len(jobs) == JOBS and not failed, f"seed {seed}: not succeeded: {failed[:10]}"
+            failed = [j for j in jobs if _state(j) != "Succeeded"]
+            assert len(jobs) == JOBS and not failed, f"seed {seed}: not succeeded: " + "; ".join(
+                _why(client, j) for j in failed[:5]
+            )
             runs = {p.name: len(p.read_text().splitlines()) for p in marks.iterdir()}
             assert sorted(runs) == sorted(j["metadata"]["name"] for j in jobs), f"seed {seed}"
             twice = {name: n for name, n in runs.items() if n != 1}
@@ -117,3 +119,19 @@ def _state(job: dict[str, Any]) -> str:
         if c["type"] in ("Succeeded", "Failed") and c["status"] == "True":
             return c["type"]
     return ""
+
+
+def _why(client: Client, job: dict[str, Any]) -> str:
+    """A failed job's conditions and its pods' last states, so a failure names its cause."""
+    name = job["metadata"]["name"]
+    conditions = [
+        f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+        for c in (job.get("status") or {}).get("conditions") or []
+    ]
+    pods = [
+        f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')} "
+        f"{(p.get('status') or {}).get('reason', '')} {(p.get('status') or {}).get('message', '')}"
+        for p in client.list("Pod")["items"]
+        if p["metadata"].get("labels", {}).get("muster.dev/job-name") == name
+    ]
+    return f"{name}: {conditions} pods {pods}"

@@ -427,7 +427,9 @@ class Planner:
         if hit is None:
             # Labels, affinity and taints are the costly checks and depend on few of the pod's
             # fields: pods that differ only in their GPUs share them.
-            placement = (self._intern(pod.key[:4]), cls)
+            if pod.pid < 0:
+                pod.pid = self._intern(pod.key[:4])
+            placement = (pod.pid, cls)
             where = self._placement.get(placement)
             if where is None:
                 where = self._placement[placement] = placement_problem(pod, node)

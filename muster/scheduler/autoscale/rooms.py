@@ -25,6 +25,7 @@ class PlanPod:
     memory: int  # bytes of one GPU, for memory-sized shares
     key: tuple  # everything the static checks read
     kid: int = -1  # ``key`` interned by the planner (cheap to hash)
+    pid: int = -1  # ``key[:4]`` (what the placement checks read) interned by the planner
 
     @property
     def anti(self) -> bool:
@@ -108,9 +109,21 @@ class Room:
 
     def copy(self, users: set[str] | None = None) -> Room:
         """An independent copy (with ``users`` in place of the gangs on it, if given)."""
-        other = Room(self.node, dict(self.free), list(self.gpu), self.pool, self.cls)
+        other = Room.__new__(Room)  # the derived counts are copied, not counted again
+        other.node, other.free, other.gpu, other.pool, other.cls = (
+            self.node,
+            self.free.copy(),
+            self.gpu.copy(),
+            self.pool,
+            self.cls,
+        )
         other.ready, other.eta, other.source = self.ready, self.eta, self.source
-        other.launch, other.slot = self.launch, self.slot
+        other.launch, other.slot, other.whole, other.max_free = (
+            self.launch,
+            self.slot,
+            self.whole,
+            self.max_free,
+        )
         other.users = set(self.users) if users is None else users
         return other
 
