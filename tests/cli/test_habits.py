@@ -43,7 +43,10 @@ class TestCompletion:
         help_text = muster("--help").stdout
         assert "--install-completion" in help_text and "--show-completion" in help_text
         script = muster("--show-completion", "bash")
-        assert script.exit_code == 0 and "_MUSTER_COMPLETE" in script.stdout, (script.output, script.exception)
+        assert script.exit_code == 0 and "_MUSTER_COMPLETE" in script.stdout, (
+            script.output,
+            script.exception,
+        )
 
     def test_kind_arguments_complete_to_kind_names(self):
         env = {"_MUSTER_COMPLETE": "complete_bash", "COMP_WORDS": "muster get py", "COMP_CWORD": "2"}
