@@ -232,8 +232,10 @@ class _Pass:
         )
         out = []
         for w in works:
-            source = metrics_source(self.exp, w.trial, self.ctx.home)
-            if w.phase is not TrialPhase.RUNNING or source is None:
+            source = (
+                metrics_source(self.exp, w.trial, self.ctx.home) if w.phase is TrialPhase.RUNNING else None
+            )
+            if source is None:
                 continue
             due = median
             if plan.asha is not None:

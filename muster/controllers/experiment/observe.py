@@ -54,8 +54,9 @@ class TrialWork:
     metrics_changed: bool = False
 
     def __post_init__(self) -> None:
-        self.trial = copy.deepcopy(self.original)
-        self.trial.setdefault("status", {}).setdefault("phase", "Pending")
+        # Only the status is edited (spec and metadata are read): copy just that.
+        self.trial = {**self.original, "status": copy.deepcopy(self.original.get("status") or {})}
+        self.trial["status"].setdefault("phase", "Pending")
 
     @property
     def name(self) -> str:
