@@ -160,8 +160,9 @@ def _muster(seed: int, gpus: int, trials: int, step_time: float, target: float) 
                 ended = any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True" for c in conds)
                 return exp if ended else None
 
-            exp = wait_for(finished, timeout=1800, interval=0.2, what="the experiment to finish")
-            # Its end as the server recorded it: how often this client looks is not the search's cost.
+            # Its end is the one the server recorded, so how often this client looks is not the
+            # search's cost; looking once a second keeps the look from loading the server.
+            exp = wait_for(finished, timeout=1800, interval=1.0, what="the experiment to finish")
             wall = (epoch(exp["status"]["completionTime"]) or time.time()) - start
             cpu = _cpu_seconds(up.proc.pid) - cpu_before
             items = client.list("Trial", "default")["items"]
