@@ -75,12 +75,16 @@ def main() -> int:
     parser.add_argument("--times", default=None, help="Append {start, end, steps} as a JSON line here.")
     args = parser.parse_args()
     started = time.time()
-    done = {"steps": 0}
+    done = {"steps": 0, "first": 0}
+    reported: list[float] = []  # when each step was printed (the benchmark's latency trace)
 
     def record() -> None:
         if args.times:
+            line = {"start": started, "end": time.time(), "steps": done["steps"], "first": done["first"]}
+            line.update(launched=_launched(), reported=reported)
+            line["trial"] = os.environ.get("MUSTER_TRIAL_NAME") or args.checkpoint_dir
             with open(args.times, "a") as f:
-                f.write(json.dumps({"start": started, "end": time.time(), "steps": done["steps"]}) + "\n")
+                f.write(json.dumps(line) + "\n")
 
     def stop(*_: object) -> None:
         record()
@@ -89,7 +93,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     directory = Path(args.checkpoint_dir or os.environ.get("MUSTER_CHECKPOINT_DIR") or ".")
     state = directory / "state.json"
-    step = json.loads(state.read_text())["step"] if state.exists() else 0
+    step = done["first"] = json.loads(state.read_text())["step"] if state.exists() else 0
     while step < args.steps:
         time.sleep(args.step_time)
         step += 1
@@ -99,8 +103,19 @@ def main() -> int:
         os.replace(tmp, state)
         done["steps"] += 1
         print(f"step {step}: loss={loss(args.lr, args.momentum, args.width, step):.6f}", flush=True)
+        reported.append(time.time())
     record()
     return 0
+
+
+def _launched() -> float | None:
+    """When this process was created (Linux), before the interpreter started."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time() - since_boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

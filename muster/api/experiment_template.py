@@ -28,6 +28,7 @@ from muster.api.errors import FieldError, child_path, errors_from_pydantic
 __all__ = [
     "TRIAL_SPEC_FIELDS",
     "job_spec_of",
+    "job_spec_view",
     "placeholders",
     "primary_container",
     "sample_values",
@@ -78,15 +79,16 @@ def trial_values(template: Mapping[str, Any], assignments: Mapping[str, str], me
 
 def job_spec_of(template: Mapping[str, Any]) -> Obj:
     """The TrainingJob spec a trial of ``template`` runs (placeholders not yet substituted)."""
+    return copy.deepcopy(job_spec_view(template))
+
+
+def job_spec_view(template: Mapping[str, Any]) -> Mapping[str, Any]:
+    """:func:`job_spec_of` without the copy, sharing the template's parts: to read, not to edit."""
     if template.get("trainingJob") is not None:
-        return copy.deepcopy(dict(template["trainingJob"]))
+        return template["trainingJob"]
     return {
         "replicaSpecs": {
-            "Worker": {
-                "replicas": 1,
-                "restartPolicy": "Never",
-                "template": copy.deepcopy(template["template"]),
-            }
+            "Worker": {"replicas": 1, "restartPolicy": "Never", "template": template["template"]}
         }
     }
 

@@ -247,6 +247,9 @@ class Manager:
         self._jobs_seen = Seen()
         self._workloads_seen = Seen()
         self._scheduler_seen = Seen()
+        # ... and the Experiment controller: its own writes (trials' statuses, its status) are
+        # no reason to look again (it does, on its timer and when a trial's metrics are due).
+        self._experiments_seen = Seen()
         self._faults: queue.SimpleQueue[tuple[str, GpuFault, Future[GpuDevice]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -335,7 +338,12 @@ class Manager:
     def _wait_time(self) -> float:
         now = self.ctx.now()
         wake = [self._next_resync, now + _IDLE_WAIT]
-        for timer in (self.ctx.timers.next_time(), self.gpus.next_time(), self.events.next_time()):
+        for timer in (
+            self.ctx.timers.next_time(),
+            self.gpus.next_time(),
+            self.events.next_time(),
+            self.experiments.next_look(now),
+        ):
             if timer is not None:
                 wake.append(timer)
         return max(0.0, min(wake) - now)
@@ -360,12 +368,13 @@ class Manager:
             self._sample_gpus(now)
         full = now >= self._next_resync
         reports = list(changes)
-        if not (changed or reports or full or self.nodes.due() or sampled or answered):
+        metrics_due = self.experiments.metrics_due(now)
+        if not (changed or reports or full or self.nodes.due() or sampled or answered or metrics_due):
             self.events.sweep(now)
             return
         if full:
             self._next_resync = now + self.config.resync_seconds
-            for seen in (self._jobs_seen, self._workloads_seen, self._scheduler_seen):
+            for seen in (self._jobs_seen, self._workloads_seen, self._scheduler_seen, self._experiments_seen):
                 seen.prune(ctx.cache)
         taken: set[Key] = set()
         if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
@@ -420,14 +429,17 @@ class Manager:
                 for w in ctx.cache.list("Workflow")
             }
         self._reconcile_workflows(flows)
-        experiments = _owners_of(changed, "Experiment", EXPERIMENT_LABEL)
+        self._take(changed, taken)
+        experiments = _owners_of(self._experiments_seen.new(changed, forced), "Experiment", EXPERIMENT_LABEL)
+        experiments |= metrics_due
         if full:
             experiments |= {
                 (e["metadata"].get("namespace") or "", e["metadata"]["name"])
                 for e in ctx.cache.list("Experiment")
             }
         self._reconcile_experiments(experiments)
-        self._take(changed, taken)
+        self._experiments_seen.saw(changed)
+        self._experiments_seen.saw(self._take(changed, taken))
         self._reconcile_jobs(self._jobs_seen.new(changed, forced), full)
         services = _owners_of(changed, "InferenceService", SERVING_SERVICE_LABEL)
         if full:

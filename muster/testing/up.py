@@ -100,7 +100,9 @@ class MusterUp:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def __enter__(self) -> MusterUp:
-        return self.start()
+        # Already started (``with MusterUp(...).start(timeout=...)``): a second process on the
+        # same home and port would look ready through the first one, which then outlives stop().
+        return self if self.proc is not None else self.start()
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()

@@ -315,3 +315,58 @@ def test_why_says_how_many_trials_run_wait_and_why_or_were_stopped(harness: Harn
     assert out["stopped"][0]["reason"] == "PausedAtRung"
     assert "muster why job/asha-2" in out["unblock"][0]
     assert out["best"]["trial"] == "asha-0" and out["best"]["parameters"]["lr"]
+
+
+def _quiet_harness(sqlite_store, tmp_path) -> Harness:
+    """Passes look only at what changed (no full resync); the clock moves only when told."""
+    return Harness(sqlite_store, tmp_path / "home", resync_seconds=3600)
+
+
+def _count_reconciles(h: Harness) -> list[str]:
+    reconciled: list[str] = []
+    real = h.manager.experiments.reconcile
+    h.manager.experiments.reconcile = lambda exp: (reconciled.append(exp["metadata"]["name"]), real(exp))
+    return reconciled
+
+
+def test_the_experiment_s_own_writes_do_not_make_it_look_again(sqlite_store, tmp_path):
+    h = _quiet_harness(sqlite_store, tmp_path)
+    try:
+        h.apply(experiment(parallel=1, max_trials=2))
+        h.settle(lambda: "search-0-worker-0" in h.pods())
+        h.rt.run("default/search-0-worker-0")
+        h.settle(lambda: phase(h, "search-0") == "Running")
+        h.settle()
+        reconciled = _count_reconciles(h)
+        say(h, "search-0-worker-0", "loss=0.5")  # no stopping rule: read on its timer
+        h.clock.advance(1.0)
+        h.manager.run_once(h.rt.poll())
+        assert reconciled == ["search"]
+        assert h.get("Trial", "search-0")["status"]["objectiveValue"] == 0.5  # written: a change
+        h.manager.run_once(h.rt.poll())
+        assert reconciled == ["search"]  # the trial's status and its own are its writes: no news
+    finally:
+        h.close()
+
+
+def test_a_rung_report_is_decided_on_the_next_pass_without_a_resync_or_timer(sqlite_store, tmp_path):
+    # The clock stands still (no timer is due) and nothing else changes: the trial's log growing
+    # is what makes the controller decide, through its watch of the running trials' files.
+    h = _quiet_harness(sqlite_store, tmp_path)
+    try:
+        h.apply(experiment("asha", algorithm="asha", settings={"max_resource": 9}, parallel=1, max_trials=2))
+        h.settle(lambda: "asha-0-worker-0" in h.pods())
+        h.rt.run("default/asha-0-worker-0")
+        h.settle(lambda: phase(h, "asha-0") == "Running")
+        h.settle()
+        reconciled = _count_reconciles(h)
+        say(h, "asha-0-worker-0", "epoch 0 started")  # no report: nothing to decide
+        h.manager.run_once(h.rt.poll())
+        assert reconciled == []
+        say(h, "asha-0-worker-0", "loss=0.3")  # step 1: rung 0, alone there -> paused
+        h.manager.run_once(h.rt.poll())
+        assert reconciled == ["asha"]
+        assert phase(h, "asha-0") == "Stopping"
+        assert h.job("asha-0")["spec"]["runPolicy"]["suspend"] is True
+    finally:
+        h.close()

@@ -7,7 +7,8 @@ resumed when an ASHA trial is promoted) and the TrialMetrics segments that hold 
 time series. Modules: ``controller`` (the pass), ``observe`` (one trial: metrics, phase, rules,
 GPU-seconds), ``search`` (filling slots), ``results`` (counts, best trial, the end),
 ``suggest`` and ``space`` (samplers), ``stopping`` (ASHA and median rules), ``metrics`` and
-``collect`` (parsing and storing metrics), ``trials`` (the trial's job), ``lifecycle``.
+``collect`` (parsing and storing metrics), ``watch`` (running trials' metrics files, looked at
+between passes), ``trials`` (the trial's job), ``lifecycle``.
 """
 
 from muster.controllers.experiment.controller import ExperimentController

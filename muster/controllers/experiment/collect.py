@@ -28,7 +28,7 @@ from muster.runtime.local.logs import container_log
 from muster.store.base import AlreadyExists, Conflict, NotFound, Store, Writer
 from muster.store.selector import parse_selector
 
-__all__ = ["Collected", "TrialRecord", "metrics_dir", "read_file", "read_stream"]
+__all__ = ["Collected", "TrialRecord", "grew", "metrics_dir", "read_file", "read_stream"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,16 @@ def read_file(path: Path, cursor: Cursor | None, final: bool) -> tuple[list[str]
         offset = 0
     more, offset = _read(path, offset, final)
     return lines + more, {"inode": stat.st_ino, "offset": offset}
+
+
+def grew(path: Path, cursor: Cursor | None) -> bool:
+    """Whether ``path`` holds bytes past ``cursor``, or is another file now (one stat)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return False
+    cursor = cursor or {}
+    return stat.st_ino != cursor.get("inode") or stat.st_size > int(cursor.get("offset") or 0)
 
 
 def read_stream(
@@ -104,6 +114,7 @@ class TrialRecord:
     unsaved: dict[str, list[Point]] = field(default_factory=dict)
     saved_at: float = 0.0
     loaded: bool = False
+    news: bool = False  # points taken that the trial's status does not show yet
 
     def load(self, store: Store) -> None:
         """Read the stored segments back (once)."""
@@ -135,6 +146,7 @@ class TrialRecord:
                 kept = self.series.points.get(name) or []
                 if kept and kept[-1] is point:
                     self.unsaved.setdefault(name, []).append(point)
+        self.news = self.news or bool(found)
         return found
 
     def save(self, store: Writer, owner: Obj, now: float) -> None:

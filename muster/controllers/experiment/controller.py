@@ -18,9 +18,11 @@ completed by the next):
 5. the trials' statuses are written, then their jobs are created, suspended or resumed,
    then the experiment's status (counts, the best trial, GPU-seconds).
 
-Metrics are looked at again every ``poll_seconds`` while trials run; a trial's points are
-stored (TrialMetrics segments) at most every ``save_seconds``, and when it ends or a rule
-decides about it.
+Metrics are looked at again every ``poll_seconds`` while trials run, and the files of running
+trials every ``look_seconds`` between passes (:mod:`.watch`: one stat each; an experiment is
+reconciled at once when a trial's report reaches a rung or the median rule applies). A trial's
+points are stored (TrialMetrics segments) at most every ``save_seconds``, and when it ends or a
+rule decides about it.
 """
 
 from __future__ import annotations
@@ -54,12 +56,15 @@ from muster.controllers.experiment.observe import (
     decide,
     follow_job,
     gpu_seconds,
+    metrics_source,
     rung_entries,
 )
 from muster.controllers.experiment.results import best_trial, conclusion, counts, objective_value
 from muster.controllers.experiment.search import Slots, fill_slots
+from muster.controllers.experiment.stopping import next_milestone
 from muster.controllers.experiment.suggest import TpeMemory
 from muster.controllers.experiment.trials import trial_job
+from muster.controllers.experiment.watch import MetricsWatch, Source, watch_key
 from muster.runtime.base import SupportsLogs
 from muster.store.base import NotFound
 
@@ -77,11 +82,14 @@ class ExperimentController:
         logs: SupportsLogs | None = None,
         poll_seconds: float = 0.5,
         save_seconds: float = 2.0,
+        look_seconds: float = 0.05,
     ) -> None:
         self.ctx = ctx
         self.logs = logs
         self.poll_seconds = poll_seconds
         self.save_seconds = save_seconds
+        self.look_seconds = look_seconds
+        self.watch = MetricsWatch()
         self.records: dict[tuple[str, str, str], TrialRecord] = {}  # (ns, trial, trial uid)
         self.memories: dict[str, TpeMemory] = {}  # experiment uid -> its TPE study in memory
 
@@ -91,12 +99,22 @@ class ExperimentController:
     def reconcile(self, exp: Obj) -> None:
         _Pass(self, exp).run()
 
-    def record(self, trial: Obj) -> TrialRecord:
+    def metrics_due(self, now: float) -> set[tuple[str, str]]:
+        """Read what running trials printed since the last look; the experiments (namespace,
+        name) where a stopping rule has a report to decide on now (:mod:`.watch`)."""
+        return self.watch.due(now)
+
+    def next_look(self, now: float) -> float | None:
+        """When to look at running trials' metrics files again (None: none is watched)."""
+        return now + self.look_seconds if self.watch else None
+
+    def record(self, trial: Obj, new: bool = False) -> TrialRecord:
+        """The trial's metrics (``new``: a trial this pass created, with nothing stored yet)."""
         meta = trial["metadata"]
         key = (meta.get("namespace") or "default", meta["name"], meta.get("uid") or "")
         rec = self.records.get(key)
         if rec is None:
-            rec = TrialRecord(key[0], key[1], trial["spec"]["experiment"])
+            rec = TrialRecord(key[0], key[1], trial["spec"]["experiment"], loaded=new)
             rec.load(self.ctx.store)
             self.records[key] = rec
         return rec
@@ -122,6 +140,7 @@ class ExperimentController:
                     pass
         for key in [k for k in self.records if (k[0], k[1]) not in trials]:
             del self.records[key]
+        self.watch.keep({watch_key(e) for e in self.ctx.cache.list("Experiment")})
         uids = {e["metadata"].get("uid") for e in self.ctx.cache.list("Experiment")}
         for uid in [u for u in self.memories if u not in uids]:
             del self.memories[uid]
@@ -154,6 +173,7 @@ class _Pass:
     # -- the pass ------------------------------------------------------------------------------
 
     def run(self) -> None:
+        self.ctl.watch.set(watch_key(self.exp), [])  # until this pass says what to watch
         if self.exp["metadata"].get("deletionTimestamp"):
             return
         names = [p["name"] for p in self.spec["parameters"]]
@@ -199,6 +219,33 @@ class _Pass:
         self._write()
         if any(w.phase in ACTIVE for w in works):
             self.ctx.wake_at(self.now + self.ctl.poll_seconds, self.original)
+            self.ctl.watch.set(watch_key(self.exp), self._watched(plan, works))
+
+    def _watched(self, plan: SearchPlan, works: list[TrialWork]) -> list[Source]:
+        """The running trials' metrics files, each with the report count at which a stopping
+        rule decides about it next (none without a rule)."""
+        objective = self.spec["objective"]["objectiveMetricName"]
+        completed = sum(1 for w in works if w.phase is TrialPhase.SUCCEEDED)
+        # The median rule decides at every report from start_step on, once enough trials ended.
+        median = (
+            plan.median.start_step if plan.median and completed >= plan.median.min_trials_required else None
+        )
+        out = []
+        for w in works:
+            source = (
+                metrics_source(self.exp, w.trial, self.ctx.home) if w.phase is TrialPhase.RUNNING else None
+            )
+            if source is None:
+                continue
+            due = median
+            if plan.asha is not None:
+                rungs = len(w.status.get("rungs") or [])
+                nxt = next_milestone(plan.asha, int(w.trial["spec"].get("bracket") or 0), rungs)
+                if nxt is not None:
+                    due = nxt[1] if due is None else min(due, nxt[1])
+            if due is not None:
+                out.append(Source(source[0], source[1], w.record, self.parser, objective, due))
+        return out
 
     def _start(self, plan: SearchPlan | None = None) -> None:
         if experiment_phase(self.exp) is not None:
@@ -231,7 +278,7 @@ class _Pass:
         objective = self.spec["objective"]
         collector = self.spec.get("metricsCollectorSpec") or {}
         source = collector.get("source") or {}
-        parser = LineParser(
+        self.parser = parser = LineParser(
             [objective["objectiveMetricName"], *(objective.get("additionalMetricNames") or [])],
             (source.get("filter") or {}).get("metricsFormat") or (),
             json_lines=((source.get("fileSystemPath") or {}).get("format") == "JSON"),

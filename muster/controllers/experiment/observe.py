@@ -17,7 +17,7 @@ from typing import Any
 from muster.api.conditions import epoch, iso
 from muster.api.experiment_plan import SearchPlan
 from muster.api.lifecycle import EventSpec, is_final, phase
-from muster.controllers.experiment.collect import TrialRecord, read_file, read_stream
+from muster.controllers.experiment.collect import TrialRecord, grew, read_file, read_stream
 from muster.controllers.experiment.lifecycle import ACTIVE, TrialPhase, move_trial, trial_phase
 from muster.controllers.experiment.metrics import LineParser
 from muster.controllers.experiment.stopping import RungEntry, asha_decision, median_stop, next_milestone
@@ -25,7 +25,16 @@ from muster.controllers.experiment.trials import job_state, metrics_file, primar
 from muster.runtime.base import PodRef, SupportsLogs
 from muster.runtime.local.logs import container_log
 
-__all__ = ["PAUSED_AT_RUNG", "TrialWork", "account_gpus", "collect", "decide", "follow_job", "rung_entries"]
+__all__ = [
+    "PAUSED_AT_RUNG",
+    "TrialWork",
+    "account_gpus",
+    "collect",
+    "decide",
+    "follow_job",
+    "metrics_source",
+    "rung_entries",
+]
 
 Obj = dict[str, Any]
 PAUSED_AT_RUNG = "PausedAtRung"
@@ -42,12 +51,12 @@ class TrialWork:
     record: TrialRecord
     trial: Obj = field(init=False)
     events: list[EventSpec] = field(default_factory=list)
-    fresh: bool = False  # new objective reports this pass
     metrics_changed: bool = False
 
     def __post_init__(self) -> None:
-        self.trial = copy.deepcopy(self.original)
-        self.trial.setdefault("status", {}).setdefault("phase", "Pending")
+        # Only the status is edited (spec and metadata are read): copy just that.
+        self.trial = {**self.original, "status": copy.deepcopy(self.original.get("status") or {})}
+        self.trial["status"].setdefault("phase", "Pending")
 
     @property
     def name(self) -> str:
@@ -91,10 +100,13 @@ def collect(
     if kind == "StdOut":
         path = container_log(home, ns, pod, container)
         cursor = record.cursors.get("stdout")
-        if path.exists() or path.with_name(path.name + ".1").exists() or logs is None:
+        rotated = path.with_name(path.name + ".1")
+        # Read before (it has an inode), or there: the runtime keeps its logs as files here.
+        here = logs is None or "inode" in (cursor or {}) or path.exists() or rotated.exists()
+        if here and (final or grew(path, cursor)):  # running: one stat when nothing was printed
             got, record.cursors["stdout"] = read_file(path, cursor, final)
             lines += got
-        elif live is not None:
+        elif not here and live is not None:
             ref = PodRef(ns, pod, live["metadata"].get("uid") or "")
             got, record.cursors["stdout"] = read_stream(logs, ref, container, cursor)
             lines += got
@@ -104,13 +116,23 @@ def collect(
             metrics_file(home, work.trial), record.cursors.get("file"), final
         )
         lines += got
-    if not lines:
-        return
-    found = record.take(lines, parser, now)
-    if found:
+    if lines:
+        record.take(lines, parser, now)
+    if record.news:  # read now, or by the metrics watch since the last pass (.watch)
+        record.news = False
         work.metrics_changed = True
-        objective = exp["spec"]["objective"]["objectiveMetricName"]
-        work.fresh = work.fresh or bool(found.points.get(objective))
+
+
+def metrics_source(exp: Obj, trial: Obj, home: Path) -> tuple[Path, str] | None:
+    """The file on this machine that holds the trial's metrics, and its cursor's name: the
+    local runtime's log of the primary container (StdOut), or the metrics file (File)."""
+    kind = (exp["spec"].get("metricsCollectorSpec") or {}).get("collector", {}).get("kind", "StdOut")
+    if kind == "File":
+        return metrics_file(home, trial), "file"
+    if kind != "StdOut":
+        return None
+    pod, container = primary_pod(exp, trial["metadata"]["name"])
+    return container_log(home, trial["metadata"].get("namespace") or "default", pod, container), "stdout"
 
 
 def follow_job(work: TrialWork, exp: Obj, now: float) -> None:

@@ -146,6 +146,6 @@ def _new_trial(s: Slots, everyone: list[TrialWork]) -> TrialWork | None:
     created = s.ctl.ctx.create(doc)
     if created is None:
         return None  # a trial of that name exists that the cache has not shown yet: next pass
-    work = TrialWork(created, None, [], s.ctl.record(created))
+    work = TrialWork(created, None, [], s.ctl.record(created, new=True))
     work.note("Created", "its job is being created")
     return work

@@ -23,7 +23,13 @@ from typing import Any, Literal
 from muster.api import registry
 from muster.api.base import API_VERSION
 from muster.api.conditions import condition
-from muster.api.experiment_template import job_spec_of, primary_container, substitute, trial_values
+from muster.api.experiment_template import (
+    job_spec_of,
+    job_spec_view,
+    primary_container,
+    substitute,
+    trial_values,
+)
 from muster.api.labels import EXPERIMENT_LABEL, TRIAL_LABEL, pod_name
 from muster.api.lifecycle import JobPhase, job_phase
 from muster.controllers.experiment.collect import metrics_dir
@@ -95,7 +101,7 @@ def trial_job(exp: Mapping[str, Any], trial: Mapping[str, Any], home: Path) -> O
 def primary_pod(exp: Mapping[str, Any], trial_name: str) -> tuple[str, str]:
     """(pod name, container) whose output holds the trial's metrics."""
     template = exp["spec"]["trialTemplate"]
-    found = primary_container(job_spec_of(template), template.get("primaryContainerName"))
+    found = primary_container(job_spec_view(template), template.get("primaryContainerName"))
     rtype, container = found or ("Worker", "main")
     return pod_name(trial_name, rtype, 0), container
 
