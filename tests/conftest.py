@@ -143,8 +143,8 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
 
 
 # `make test` runs the suite on two pytest-xdist workers (`-n 2`). The tests that start real
-# processes (servers, trainers, model servers) form two units of work, so at most two run at
-# once, one per worker (all of them on one worker made that worker the suite's long pole). The
+# processes (servers, trainers, model servers) form one unit of work, so they run one at a time
+# on one worker as before: two at once would compete for the CPU their timing depends on. The
 # users of the session's Ray cluster form another (its dashboard port is fixed, so one worker
 # owns it), and the users of the session's Kubernetes control plane a third; the in-process
 # tests are spread over both workers. (xdist's own `loadgroup` marks are lost with this pytest:
@@ -159,7 +159,6 @@ _UNITS = (
             "tests/testing/test_kubernetes.py",
             "tests/e2e/test_kubernetes.py",
             "tests/e2e/test_serving_kubernetes.py",
-            "tests/e2e/test_ray_kubernetes.py",
         ),
     ),
     ("processes", ("tests/e2e/", "tests/examples/", "tests/cli/test_demo.py")),
@@ -168,32 +167,7 @@ _UNITS = (
 
 def work_unit(nodeid: str) -> str:
     """The unit of work (run whole on one worker) that a test belongs to."""
-    unit = next((unit for unit, paths in _UNITS if nodeid.startswith(paths)), nodeid)
-    if unit == "processes":
-        # Two halves, one per worker: a test of each may run at once, never two of one half.
-        path = nodeid.split("::", 1)[0]
-        unit += "-b" if path in _SECOND_HALF else "-a"
-    return unit
-
-
-# The second half of the process tests, chosen so the halves take about as long.
-_SECOND_HALF = frozenset(
-    {
-        "tests/e2e/test_experiments.py",
-        "tests/e2e/test_workflow_examples.py",
-        "tests/e2e/test_capacity.py",
-        "tests/examples/test_ddp_train.py",
-        "tests/e2e/test_kuberay.py",
-        "tests/e2e/test_ddp.py",
-        "tests/e2e/test_dashboard.py",
-        "tests/e2e/test_dashboard_access.py",
-        "tests/e2e/test_dashboard_cost.py",
-        "tests/e2e/test_argo.py",
-        "tests/e2e/test_health.py",
-        "tests/e2e/test_elastic.py",
-        "tests/e2e/test_workflow.py",
-    }
-)
+    return next((unit for unit, paths in _UNITS if nodeid.startswith(paths)), nodeid)
 
 
 if importlib.util.find_spec("xdist") is not None:
