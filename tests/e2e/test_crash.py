@@ -58,12 +58,15 @@ def test_sigkill_during_a_burst_loses_no_job_and_runs_none_twice(muster_home: Pa
         submitter.join(timeout=300)
         assert not submitter.is_alive(), f"seed {seed}: the burst was not accepted in time"
         with Client(up.url, up.token, timeout=60) as client:
-            wait_for(
-                lambda: _finished(client) >= JOBS,
-                timeout=600,
-                interval=1.0,
-                what=f"every accepted job to finish (seed {seed})",
-            )
+            try:
+                wait_for(lambda: _finished(client) >= JOBS, timeout=600, interval=1.0, what="the jobs")
+            except TimeoutError:
+                jobs = client.list("TrainingJob")["items"]
+                stuck = [j for j in jobs if _state(j) not in ("Succeeded", "Failed")]
+                raise AssertionError(
+                    f"seed {seed}: {len(stuck)} of {len(jobs)} jobs unfinished after 600 s: "
+                    + "; ".join(_why(client, j) for j in stuck[:5])
+                ) from None
             jobs = client.list("TrainingJob")["items"]
             failed = [j for j in jobs if _state(j) != "Succeeded"]
             assert len(jobs) == JOBS and not failed, f"seed {seed}: not succeeded: " + "; ".join(
