@@ -13,7 +13,9 @@ answered at once, and enters the cache at once. What must happen only once a wri
 durable (starting or stopping a process, letting the runtime forget a pod) is queued with
 :meth:`Context.after_commit` and runs right after the COMMIT. If the transaction fails, its
 writes are taken back out of the cache and the queued actions are dropped: nothing acts on
-state that was never stored.
+state that was never stored (each action's ``undo``, if it gave one, runs instead, so that a
+controller's own bookkeeping forgets what will not happen). An action that raises does not
+keep the ones queued after it from running; the first exception is raised once all ran.
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ class Context:
     on_event: Callable[[Obj], None] | None = None
     _batch: Batch | None = field(default=None, init=False, repr=False)
     _batching: bool = field(default=False, init=False, repr=False)
-    _after: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
+    _after: list[tuple[Callable[[], None], Callable[[], None] | None]] = field(
+        default_factory=list, init=False, repr=False
+    )
     _written: dict[Key, Obj] = field(default_factory=dict, init=False, repr=False)
 
     def now(self) -> float:
@@ -141,15 +145,28 @@ class Context:
             actions, self._after = self._after, []
             if not actions:
                 return
-            for action in actions:
-                action()
+            failed: BaseException | None = None
+            for action, _undo in actions:
+                try:
+                    action()
+                except Exception as exc:  # the others were promised to run once stored
+                    log.exception("an after-commit action failed")
+                    failed = failed or exc
+            if failed is not None:
+                raise failed
         raise RuntimeError("after-commit actions kept writing: giving up after 100 rounds")
 
     def rollback(self) -> None:
         """Forget the uncommitted writes (and take them back out of the cache) and the actions
         waiting for them."""
         written, self._written = self._written, {}
-        self._after = []
+        actions, self._after = self._after, []
+        for _action, undo in actions:
+            if undo is not None:
+                try:
+                    undo()
+                except Exception:  # one undo failing must not keep the others from running
+                    log.exception("undoing an after-commit action failed")
         if self._batch is not None:
             try:
                 self._batch.rollback()
@@ -158,10 +175,11 @@ class Context:
         if written:
             self.cache.reload(list(written))
 
-    def after_commit(self, action: Callable[[], None]) -> None:
-        """Run ``action`` once every write made so far is committed (at once outside a batch)."""
+    def after_commit(self, action: Callable[[], None], undo: Callable[[], None] | None = None) -> None:
+        """Run ``action`` once every write made so far is committed (at once outside a batch);
+        if those writes are rolled back instead, run ``undo`` (when given)."""
         if self._batching and (self._written or (self._batch is not None and self._batch.writes)):
-            self._after.append(action)
+            self._after.append((action, undo))
         else:
             action()
 

@@ -76,3 +76,57 @@ def test_a_pass_whose_only_write_failed_still_ends_its_transaction(harness: Harn
     # lock would still be held and this write would wait forever.
     harness.apply(job("after", workers=1))
     assert harness.store.get("TrainingJob", "after", "default")
+
+
+def test_a_start_whose_mark_was_rolled_back_is_started_by_a_later_pass(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: Any
+):
+    h = Harness(sqlite_store, tmp_path / "home")
+    try:
+        executor = h.manager.executor
+        real_sync = executor.sync
+        monkeypatch.setattr(executor, "sync", lambda pods: None)  # the pod is stored, not started
+        h.apply(job("train", workers=1))
+        h.settle(lambda: h.get("Pod", "train-worker-0") is not None)
+        assert h.rt.started == []
+        monkeypatch.setattr(executor, "sync", real_sync)
+        real = SqlBatch.commit
+        failures = [1]
+
+        def failing(self: SqlBatch) -> int:
+            if failures and self.writes:
+                failures.pop()
+                self.rollback()
+                raise OSError("disk full")
+            return real(self)
+
+        monkeypatch.setattr(SqlBatch, "commit", failing)
+        h.manager.ctx.cache.caught_up(h.store.revision(), timeout=10)
+        h.manager.ctx.cache.mark([("Pod", "default", "train-worker-0")])
+        with pytest.raises(OSError, match="disk full"):
+            h.manager.run_once(h.rt.poll())  # marks the start; the mark is rolled back
+        assert h.rt.started == []
+        # The executor must not wait forever on a start that will never come.
+        h.settle(lambda: h.rt.started == ["default/train-worker-0"])
+    finally:
+        h.close()
+
+
+def test_every_after_commit_action_runs_though_one_fails_and_undo_runs_on_rollback(harness: Harness):
+    ctx = harness.manager.ctx
+    ran: list[str] = []
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"), ctx.batch():
+        ctx.writer().create(job("one", workers=1))
+        ctx.after_commit(boom)
+        ctx.after_commit(lambda: ran.append("second"), undo=lambda: ran.append("undone"))
+    assert ran == ["second"]
+    ran.clear()
+    with pytest.raises(ValueError), ctx.batch():
+        ctx.writer().create(job("two", workers=1))
+        ctx.after_commit(lambda: ran.append("acted"), undo=lambda: ran.append("undone"))
+        raise ValueError("the pass failed")
+    assert ran == ["undone"]

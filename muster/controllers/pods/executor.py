@@ -255,8 +255,10 @@ class PodExecutor:
         marked = self._mark_started(pod)
         if marked is None:
             return  # changed meanwhile: decide again on the next pass
-        self._starting.add(marked["metadata"]["uid"])
-        self.ctx.after_commit(lambda: self._start_marked(marked))
+        uid = marked["metadata"]["uid"]
+        self._starting.add(uid)
+        # were the mark rolled back, the pod is to be started again, not waited on forever
+        self.ctx.after_commit(lambda: self._start_marked(marked), undo=lambda: self._starting.discard(uid))
 
     def _start_marked(self, pod: Obj) -> None:
         """The runtime starts ``pod``, whose start (``status.handle``) is stored."""
@@ -291,8 +293,12 @@ class PodExecutor:
             if pod is None:
                 return  # changed meanwhile: decide again on the next pass
             marked.append(pod)
-        self._starting.update(p["metadata"]["uid"] for p in marked)
-        self.ctx.after_commit(lambda: self._start_gang_marked(ns, workload, wl, marked))
+        uids = {p["metadata"]["uid"] for p in marked}
+        self._starting.update(uids)
+        self.ctx.after_commit(
+            lambda: self._start_gang_marked(ns, workload, wl, marked),
+            undo=lambda: self._starting.difference_update(uids),
+        )
 
     def _start_gang_marked(self, ns: str, workload: str, wl: Obj, marked: list[Obj]) -> None:
         """The runtime starts the gang, whose members' starts are stored."""
@@ -425,8 +431,9 @@ class PodExecutor:
 
     def _stop(self, ref: PodRef, grace: float | None, reason: StopReason) -> None:
         """Stop the pod's processes once what asked for it is stored."""
+        undo = None if ref.uid in self._stopping else (lambda: self._stopping.discard(ref.uid))
         self._stopping.add(ref.uid)
-        self.ctx.after_commit(lambda: self._stop_now(ref, grace, reason))
+        self.ctx.after_commit(lambda: self._stop_now(ref, grace, reason), undo=undo)
 
     def _stop_now(self, ref: PodRef, grace: float | None, reason: StopReason) -> None:
         try:

@@ -271,6 +271,14 @@ class TestLaunchErrors:
         watcher.wait_final(first.ref)
         runtime.start(launch("dup", Container("main", ("true",)), uid="u2"), DeviceBinding())  # now allowed
 
+    def test_a_start_that_crashed_before_its_record_starts_afresh(self, runtime, watcher, muster_home):
+        # The server died between making the pod's directory and writing pod.json: adoption
+        # skips such a directory, so the next start must not be refused for it.
+        pod = launch("half", Container("main", ("true",)), uid="u-half")
+        (muster_home / "run" / "local" / "pods" / "default" / "half" / "u-half").mkdir(parents=True)
+        runtime.start(pod, DeviceBinding())
+        assert watcher.wait_final(pod.ref).phase.value == "Succeeded"
+
     def test_warnings_name_what_is_not_honoured(self, runtime):
         pod = launch(
             "warn",
