@@ -39,18 +39,8 @@ def test_a_pass_commits_once_with_everything_it_decided(harness: Harness, monkey
 def test_nothing_acts_on_a_pass_that_was_not_stored(sqlite_store: Store, tmp_path: Path, monkeypatch: Any):
     h = Harness(sqlite_store, tmp_path / "home")
     try:
-        real = SqlBatch.commit
-        failures = [1]
-
-        def failing(self: SqlBatch) -> int:
-            if failures and self.writes:
-                failures.pop()
-                self.rollback()
-                raise OSError("disk full")
-            return real(self)
-
         h.apply(job("train", workers=1))
-        monkeypatch.setattr(SqlBatch, "commit", failing)
+        _fail_the_next_commit(monkeypatch)
         h.manager.ctx.cache.caught_up(h.store.revision(), timeout=10)
         with pytest.raises(OSError, match="disk full"):
             h.manager.run_once(h.rt.poll())
@@ -90,17 +80,7 @@ def test_a_start_whose_mark_was_rolled_back_is_started_by_a_later_pass(
         h.settle(lambda: h.get("Pod", "train-worker-0") is not None)
         assert h.rt.started == []
         monkeypatch.setattr(executor, "sync", real_sync)
-        real = SqlBatch.commit
-        failures = [1]
-
-        def failing(self: SqlBatch) -> int:
-            if failures and self.writes:
-                failures.pop()
-                self.rollback()
-                raise OSError("disk full")
-            return real(self)
-
-        monkeypatch.setattr(SqlBatch, "commit", failing)
+        _fail_the_next_commit(monkeypatch)
         h.manager.ctx.cache.caught_up(h.store.revision(), timeout=10)
         h.manager.ctx.cache.mark([("Pod", "default", "train-worker-0")])
         with pytest.raises(OSError, match="disk full"):
@@ -130,3 +110,19 @@ def test_every_after_commit_action_runs_though_one_fails_and_undo_runs_on_rollba
         ctx.after_commit(lambda: ran.append("acted"), undo=lambda: ran.append("undone"))
         raise ValueError("the pass failed")
     assert ran == ["undone"]
+
+
+def _fail_the_next_commit(monkeypatch: Any) -> None:
+    """The next commit that has writes rolls back and raises OSError("disk full"); later ones
+    commit as usual."""
+    real = SqlBatch.commit
+    failures = [1]
+
+    def failing(self: SqlBatch) -> int:
+        if failures and self.writes:
+            failures.pop()
+            self.rollback()
+            raise OSError("disk full")
+        return real(self)
+
+    monkeypatch.setattr(SqlBatch, "commit", failing)
