@@ -1,11 +1,12 @@
 """Re-adoption: rebuild the records of pods a previous runtime on the same MUSTER_HOME left.
 
 The previous server may have died at any point (SIGKILL included). Its pods' directories
-hold everything needed: ``pod.json`` (written before anything started), each container's
-``launch.json`` (the shim's pid and start time), ``state.json`` (the process's) and, once
-it ended, ``status.json``. This module only reads them and checks which processes are still
-the ones recorded; :func:`muster.runtime.local.tracking.observe` then does the rest, exactly
-as for pods this runtime started:
+hold everything needed: ``pod.json`` (written after the containers' specs, before anything
+started: without it, nothing of the pod ever ran), each container's ``launch.json`` (the
+shim's pid and start time, written by the shim under the container's lock), ``state.json``
+(the process's) and, once it ended, ``status.json``. This module only reads them and checks
+which processes are still the ones recorded; :func:`muster.runtime.local.tracking.observe`
+then does the rest, exactly as for pods this runtime started:
 
 * a status file: the container ended (maybe while no server ran) and its outcome is known;
 * a live shim: the container is watched again through a pidfd on the shim;
@@ -14,19 +15,18 @@ as for pods this runtime started:
 * nothing alive and no status: NodeLost, with what is known (or the caller's stop reason,
   when a stop had been requested);
 * a launch whose shim has no record at all (the runtime starts shims on worker threads, and
-  it died in between): the shim is looked for among the live processes by its command line
-  and adopted when found; when it is not, it never started, and :func:`never_spawned` names
-  the container so the runtime starts its shim now (its process never ran, so it runs once).
+  it died in between): when no shim holds the container's lock, none ever ran its process,
+  and :func:`never_spawned` names the container so the runtime starts its shim now (the
+  process runs once); a shim that holds the lock but has not yet recorded its pid is found by
+  :func:`~muster.runtime.local.tracking.observe` once it has.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import psutil
-
 from muster.runtime.base import PodRef
-from muster.runtime.local.files import ContainerFiles, read_json
+from muster.runtime.local.files import ContainerFiles, claimed, read_json
 from muster.runtime.local.tracking import ContainerRecord, CState, PodRecord, load_state, process_alive
 
 __all__ = ["adopt_pods", "never_spawned"]
@@ -68,8 +68,6 @@ def _adopt(doc: dict, pod_dir: Path) -> PodRecord:
         state = read_json(c.files.state)
         if state is not None:
             load_state(c, state)
-        if c.shim_pid is None and state is None and not c.files.status.exists():
-            c.shim_pid, c.shim_ctime = _find_shim(c.files)
         if process_alive(c.shim_pid, c.shim_ctime):
             c.watch_fired = False  # the runtime watches the shim; no need to look until it exits
         elif c.state is CState.RUNNING and process_alive(c.pid, c.ctime) and not c.files.status.exists():
@@ -86,16 +84,6 @@ def never_spawned(c: ContainerRecord) -> bool:
         and c.state is CState.WAITING
         and not c.files.status.exists()
         and not c.files.state.exists()
+        and not claimed(c.files)  # a shim that has not recorded itself yet (a moment's window)
         and c.files.spec.exists()
     )
-
-
-def _find_shim(files: ContainerFiles) -> tuple[int | None, float | None]:
-    """A live shim of this container that never got its launch record written (the runtime
-    died right after starting it): pid and start time, or (None, None)."""
-    wanted = ["-m", "muster.runtime.local.shim", str(files.pod_dir), files.container]
-    for proc in psutil.process_iter(["cmdline", "create_time"]):
-        cmdline = proc.info.get("cmdline") or []
-        if cmdline[1 : 1 + len(wanted)] == wanted:
-            return proc.pid, proc.info.get("create_time")
-    return None, None

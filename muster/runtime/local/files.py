@@ -6,10 +6,11 @@ Layout (see docs/runtime-local.md)::
 
     run/local/lock                          held by the live runtime (one per MUSTER_HOME)
     run/local/pods/<ns>/<pod>/<uid>/
-        pod.json                            the launch, written before anything starts
+        pod.json                            the launch, written last of it, before anything starts
         stop.json                           a stop request: reason, grace (runtime writes)
         <container>.spec.json               argv, env, cwd, log, memory limit (runtime writes)
-        <container>.launch.json             shim pid + start time (runtime writes after spawn)
+        <container>.lock                    flock-ed by the container's shim for as long as it lives
+        <container>.launch.json             shim pid + start time (shim writes, holding the lock)
         <container>.state.json              process pid, pgid, start time (shim writes)
         <container>.status.json             exit code, signal, OOM, stop (shim writes, last)
         <container>.shim.log                the shim's own diagnostics
@@ -22,6 +23,7 @@ Every JSON file is written whole to a temporary name and renamed into place, so 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the shim imports this module: no typing at run time
     from typing import Any
 
-__all__ = ["ContainerFiles", "read_json", "runtime_dir", "write_json"]
+__all__ = ["ContainerFiles", "claim", "claimed", "read_json", "runtime_dir", "write_json"]
 
 
 def runtime_dir(home: Path) -> Path:
@@ -66,14 +68,46 @@ class ContainerFiles:
     """The files of one container in its pod's state directory (paths computed once: the
     runtime looks at them on every poll)."""
 
-    __slots__ = ("container", "launch", "pod_dir", "shim_log", "spec", "state", "status", "stop")
+    __slots__ = ("container", "launch", "lock", "pod_dir", "shim_log", "spec", "state", "status", "stop")
 
     def __init__(self, pod_dir: Path, container: str) -> None:
         self.pod_dir = pod_dir
         self.container = container
         self.spec = pod_dir / f"{container}.spec.json"
         self.launch = pod_dir / f"{container}.launch.json"
+        self.lock = pod_dir / f"{container}.lock"
         self.state = pod_dir / f"{container}.state.json"
         self.status = pod_dir / f"{container}.status.json"
         self.shim_log = pod_dir / f"{container}.shim.log"
         self.stop = pod_dir / "stop.json"  # pod-wide: one stop request covers every container
+
+
+def claim(files: ContainerFiles) -> int | None:
+    """Take the container's lock for this shim's lifetime: the descriptor to keep open (closed
+    on exec, so the container's process does not hold it), or None when another shim holds it.
+
+    The lock, not a pid, is what says "a shim runs this container": a shim forked by the zygote
+    cannot be found by its command line, and a runtime restarted right after starting one
+    must not start a second (the container would run twice)."""
+    fd = os.open(files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def claimed(files: ContainerFiles) -> bool:
+    """Whether a live shim holds the container's lock (:func:`claim`)."""
+    try:
+        fd = os.open(files.lock, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock, if it was granted
+    return False

@@ -255,23 +255,6 @@ class LocalRuntime(
             ) from None
         with self._dirs:
             pod_dir.mkdir(parents=True)
-        # The launch is on disk before any process exists: a crash from here on is re-adoptable.
-        write_json(
-            pod_dir / "pod.json",
-            {
-                "namespace": ref.namespace,
-                "name": ref.name,
-                "uid": ref.uid,
-                "containers": [c.name for c in plan.containers],
-                "grace_seconds": pod.termination_grace_seconds,
-                "gpus": list(devices.gpus),
-                "gpu_milli": devices.gpu_milli,
-                "labels": dict(pod.labels),
-                "node": pod.node,
-                "memory_limits": {c.name: c.memory_limit for c in plan.containers if c.memory_limit},
-                "created_at": time.time(),
-            },
-        )
         record = PodRecord(
             ref, pod_dir, pod.termination_grace_seconds, [], labels=dict(pod.labels), node=pod.node
         )
@@ -290,6 +273,24 @@ class LocalRuntime(
                 ),
             )
             record.containers.append(ContainerRecord(c.name, files, time.time(), limit=c.memory_limit))
+        # The launch is on disk before any process exists: a crash from here on is re-adoptable.
+        # Its record goes last: a directory without one never ran anything (adoption skips it).
+        write_json(
+            pod_dir / "pod.json",
+            {
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "uid": ref.uid,
+                "containers": [c.name for c in plan.containers],
+                "grace_seconds": pod.termination_grace_seconds,
+                "gpus": list(devices.gpus),
+                "gpu_milli": devices.gpu_milli,
+                "labels": dict(pod.labels),
+                "node": pod.node,
+                "memory_limits": {c.name: c.memory_limit for c in plan.containers if c.memory_limit},
+                "created_at": time.time(),
+            },
+        )
         self._pods[ref.uid] = record
         for c in record.containers:
             self._starter.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py

@@ -5,10 +5,11 @@ One shim runs per container. The runtime starts it in a new session, so it outli
 server (a crash, a SIGKILL, a Ctrl-C of ``muster up``). With ``--owner`` (the Ray runtime's
 pod actor, identified by pid and start time) it is the other way round: the shim detaches
 (it forks; the child, in a session of its own, is nobody's child, so a Ray worker that kills
-its children on exit does not kill it), records its pid in ``<container>.launch.json``, and
-once the owner is gone SIGKILLs the process group and records the end, since nobody is left
-to watch or stop it. The shim then:
+its children on exit does not kill it), and once the owner is gone SIGKILLs the process group
+and records the end, since nobody is left to watch or stop it. The shim then:
 
+0. takes ``<container>.lock`` (held while it lives; a second shim of the container exits at
+   once) and records its pid and start time in ``<container>.launch.json``;
 1. reads ``<container>.spec.json`` (argv, env, cwd, log file, memory limit, grace);
 2. starts the command in its own process group (pgid = its pid), stdout and stderr appended
    to the log file, inside a memory cgroup when the spec names one;
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # the shim imports this module: no typing at run time
     from typing import Any
 
 from muster.runtime.local import procfs
-from muster.runtime.local.files import ContainerFiles, read_json, write_json
+from muster.runtime.local.files import ContainerFiles, claim, read_json, write_json
 from muster.runtime.local.memory import Limiter, open_limiter
 
 __all__ = ["PACKAGE_ROOT", "RELAYED_SIGNALS", "STOP_SIGNALS", "command", "main"]
@@ -84,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     if owner_text:
         pid, _, start = owner_text.partition(":")
         owner = (int(pid), float(start))
-        _detach(files)
+        _detach()
+    lock = claim(files)
+    if lock is None:
+        print(f"shim: another shim already runs container {container!r}; this one exits", file=sys.stderr)
+        return 0
+    # Recorded by the shim itself, under the lock: whoever started it may be gone already.
+    write_json(files.launch, {"shim_pid": os.getpid(), "shim_create_time": _create_time(os.getpid())})
     return _Shim(files, notify_fd, owner).run()
 
 
@@ -325,13 +332,11 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _detach(files: ContainerFiles) -> None:
-    """Fork; the parent exits at once, the child leads a session of its own and records its pid
-    and start time in ``launch.json`` (nobody else knows them)."""
+def _detach() -> None:
+    """Fork; the parent exits at once, the child leads a session of its own."""
     if os.fork():
         os._exit(0)
     os.setsid()
-    write_json(files.launch, {"shim_pid": os.getpid(), "shim_create_time": _create_time(os.getpid())})
 
 
 def _start_time(pid: int) -> float | None:

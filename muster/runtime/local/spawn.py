@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from muster.runtime.local.files import ContainerFiles, write_json
+from muster.runtime.local.files import ContainerFiles
 from muster.runtime.local.shim import command as shim_command
 from muster.runtime.local.spawner import ShimProcess, Spawner
 
@@ -151,6 +151,5 @@ def _start_shim(uid: str, files: ContainerFiles, zygote: Spawner) -> Spawned:
         import psutil
 
         ctime = psutil.Process(popen.pid).create_time()
-    write_json(files.launch, {"shim_pid": popen.pid, "shim_create_time": ctime})
     os.set_blocking(read_fd, False)
     return Spawned(uid, files.container, popen, read_fd, ctime)

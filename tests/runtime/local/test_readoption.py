@@ -13,8 +13,9 @@ import time
 import pytest
 
 from muster.runtime.base import Container, DeviceBinding, PodPhase, PodReason, PodRef, StopReason
-from muster.runtime.local.files import write_json
+from muster.runtime.local.files import claim, write_json
 from muster.runtime.local.runtime import LocalRuntime
+from muster.runtime.local.shim import command as shim_command
 from muster.runtime.local.tracking import process_alive
 from muster.testing import wait_for
 from tests.runtime.local.conftest import IGNORES_TERM, Watcher, gated, launch, py, shutdown, wait_log
@@ -51,19 +52,25 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _launched_unspawned(rt: LocalRuntime, monkeypatch, marks, name: str):
+    """A pod whose one container appends to ``marks``, launched on ``rt`` as if the runtime
+    died after recording the launch, before its spawner started the shim: (pod, its files)."""
+    monkeypatch.setattr(rt._starter, "spawn", lambda uid, files: None)
+    pod = launch(name, Container("main", ("sh", "-c", f"echo run >> {marks}")))
+    rt.start(pod, DeviceBinding())
+    monkeypatch.undo()
+    return pod, rt._pods[pod.ref.uid].containers[0].files
+
+
 class TestReadoptionInProcess:
     def test_a_launch_whose_shim_never_started_is_started_once_by_the_next_runtime(
         self, new_runtime, tmp_path, monkeypatch
     ):
         a = new_runtime()
-        # The runtime dies after recording the launch, before its spawner started the shim.
-        monkeypatch.setattr(a._starter, "spawn", lambda uid, files: None)
         marks = tmp_path / "runs"
-        pod = launch("late", Container("main", ("sh", "-c", f"echo run >> {marks}")))
-        a.start(pod, DeviceBinding())
+        pod, _ = _launched_unspawned(a, monkeypatch, marks, "late")
         a.close()
         assert not marks.exists()
-        monkeypatch.undo()
         b = new_runtime()
         final = Watcher(b).wait_final(pod.ref)
         assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
@@ -72,6 +79,64 @@ class TestReadoptionInProcess:
         again = new_runtime()  # a third runtime finds it ended: nothing starts twice
         assert {s.ref.uid: s.phase for s in again.pods()} == {pod.ref.uid: PodPhase.SUCCEEDED}
         assert marks.read_text() == "run\n"
+
+    def test_a_start_cut_short_before_its_record_is_started_afresh(self, new_runtime, tmp_path, monkeypatch):
+        a = new_runtime()
+        marks = tmp_path / "runs"
+        pod = launch("cut-spec", Container("main", ("sh", "-c", f"echo run >> {marks}")))
+
+        def crash_at_the_spec(path, data):  # the server dies while writing the container's spec
+            if path.name.endswith(".spec.json"):
+                raise KeyboardInterrupt
+            write_json(path, data)
+
+        monkeypatch.setattr("muster.runtime.local.runtime.write_json", crash_at_the_spec)
+        with pytest.raises(KeyboardInterrupt):
+            a.start(pod, DeviceBinding())
+        a._pods.clear()  # what a dead server remembers
+        a.close()
+        monkeypatch.undo()
+        b = new_runtime()
+        assert b.pods() == []  # nothing of it ran: not adopted (and so never reported lost)
+        b.start(pod, DeviceBinding())  # the executor's retry of the start
+        final = Watcher(b).wait_final(pod.ref)
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+        assert marks.read_text() == "run\n"
+
+    def test_a_shim_that_has_not_recorded_itself_is_not_started_twice(
+        self, new_runtime, tmp_path, monkeypatch
+    ):
+        a = new_runtime()
+        marks = tmp_path / "runs"
+        pod, files = _launched_unspawned(a, monkeypatch, marks, "unrecorded")
+        a.close()
+        # A shim the zygote forked holds the container's lock but has not written launch.json
+        # (its command line is the zygote's: nothing else can tell it runs).
+        lock = claim(files)
+        assert lock is not None
+        b = new_runtime()
+        assert b._starter.pending == 0  # no second shim
+        os.close(lock)
+        subprocess.Popen(
+            shim_command(files.pod_dir, "main"), start_new_session=True, stdout=subprocess.DEVNULL
+        )
+        final = Watcher(b).wait_final(pod.ref)  # found once it records itself
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+        assert marks.read_text() == "run\n"
+
+    def test_a_second_shim_of_a_container_exits_without_running_it(self, new_runtime, tmp_path, monkeypatch):
+        marks = tmp_path / "runs"
+        _, files = _launched_unspawned(new_runtime(), monkeypatch, marks, "twice")
+        lock = claim(files)
+        try:
+            done = subprocess.run(
+                shim_command(files.pod_dir, "main"), capture_output=True, text=True, timeout=30
+            )
+        finally:
+            os.close(lock)  # type: ignore[arg-type]
+        assert done.returncode == 0
+        assert "another shim already runs container 'main'" in done.stderr
+        assert not marks.exists() and not files.launch.exists() and not files.status.exists()
 
     def test_runtime_b_sees_running_pods_and_their_later_end(self, new_runtime, tmp_path):
         a = new_runtime()
