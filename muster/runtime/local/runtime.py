@@ -293,6 +293,7 @@ class LocalRuntime(
         )
         self._pods[ref.uid] = record
         for c in record.containers:
+            c.spawning = True
             self._starter.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py
         return warnings
 
@@ -423,10 +424,8 @@ class LocalRuntime(
             self._pods[record.ref.uid] = record
             for c in record.containers:
                 if never_spawned(c):
-                    # Launched, but the runtime died before its shim started: start it now. The
-                    # launch timeout counts from this request, not from the first one, which
-                    # the restart may already have used up.
-                    c.spec_time = time.time()
+                    # Launched, but the runtime died before its shim started: start it now.
+                    c.spawning = True
                     self._starter.spawn(record.ref.uid, c.files)
                     continue
                 if c.orphan:
@@ -471,6 +470,7 @@ class LocalRuntime(
                 if result.popen is not None:
                     _DETACHED.append(result.popen)
                 continue
+            c.spawning = False
             if result.popen is None or result.notify_fd is None:
                 mark_lost(c, record, result.error)
                 continue

@@ -117,6 +117,9 @@ class ContainerRecord:
     watch_pipe: bool = False  # watch_fd is the shim's notify pipe (else a pidfd)
     watch_fired: bool = True  # liveness must be checked (the watch fd fired, or there is none)
     limit: int | None = None  # memory limit, for messages
+    # Its shim's start was asked of the spawner and its result not yet collected: the result
+    # always comes (a shim, or why none), however long a burst keeps the spawner busy.
+    spawning: bool = False
 
     def status(self) -> ContainerStatus:
         if self.final is not None:
@@ -185,7 +188,7 @@ def observe(c: ContainerRecord, pod: PodRecord) -> None:
         launch = read_json(c.files.launch)
         if launch is not None:  # the shim recorded itself before its start was collected
             c.shim_pid, c.shim_ctime = launch["shim_pid"], launch["shim_create_time"]
-        elif time.time() - c.spec_time > LAUNCH_TIMEOUT:
+        elif not c.spawning and time.time() - c.spec_time > LAUNCH_TIMEOUT:
             mark_lost(c, pod, "the runtime stopped before it started the shim")
         return
     if c.state is CState.RUNNING and process_alive(c.pid, c.ctime):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -80,6 +81,33 @@ class TestReadoptionInProcess:
         assert {s.ref.uid: s.phase for s in again.pods()} == {pod.ref.uid: PodPhase.SUCCEEDED}
         assert marks.read_text() == "run\n"
 
+    def test_a_shim_start_the_spawner_has_not_reached_is_waited_for(self, new_runtime, tmp_path, monkeypatch):
+        # A burst can keep the spawner's workers busy longer than the launch timeout: a start
+        # still queued is not "stopped before it started", its result always comes.
+        import muster.runtime.local.spawn as spawn
+
+        go = threading.Event()
+        real = spawn._start_shim
+
+        def held(*args):
+            go.wait(30)
+            return real(*args)
+
+        monkeypatch.setattr(spawn, "_start_shim", held)
+        monkeypatch.setattr("muster.runtime.local.tracking.LAUNCH_TIMEOUT", 0.0)
+        a = new_runtime()
+        marks = tmp_path / "runs"
+        pod = launch("queued", Container("main", ("sh", "-c", f"echo run >> {marks}")))
+        a.start(pod, DeviceBinding())
+        watcher = Watcher(a)
+        for _ in range(3):
+            watcher.pump(0.05)
+        assert not any(c.final for c in watcher.of(pod.ref))
+        go.set()
+        final = watcher.wait_final(pod.ref)
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+        assert marks.read_text() == "run\n"
+
     def test_a_start_cut_short_before_its_record_is_started_afresh(self, new_runtime, tmp_path, monkeypatch):
         a = new_runtime()
         marks = tmp_path / "runs"
@@ -126,7 +154,9 @@ class TestReadoptionInProcess:
 
     def test_a_second_shim_of_a_container_exits_without_running_it(self, new_runtime, tmp_path, monkeypatch):
         marks = tmp_path / "runs"
-        _, files = _launched_unspawned(new_runtime(), monkeypatch, marks, "twice")
+        a = new_runtime()
+        _, files = _launched_unspawned(a, monkeypatch, marks, "twice")
+        a.close()
         lock = claim(files)
         try:
             done = subprocess.run(
