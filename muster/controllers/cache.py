@@ -253,7 +253,9 @@ class Cache:
             with self._lock:
                 if self._stopped:
                     return
-                self._watch = self.store.watch(since=revision)
+                # Only the kinds it holds (Events, half of all changes, are not decoded);
+                # bookmarks move `_seen` past the changes skipped, for caught_up().
+                self._watch = self.store.watch(since=revision, kinds=self.kinds, bookmarks=True)
                 watch = self._watch
             try:
                 for event in watch:

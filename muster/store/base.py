@@ -12,7 +12,7 @@ Kinds are addressed by their Kind name (``"TrainingJob"``), never by plural.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -71,9 +71,12 @@ class TooOld(StoreError):
 @dataclass(frozen=True)
 class WatchEvent:
     """One change: ``type`` is ADDED, MODIFIED or DELETED; ``object`` is the object after the
-    change (for DELETED, its last state with the deletion's resourceVersion)."""
+    change (for DELETED, its last state with the deletion's resourceVersion). A watch asked
+    for bookmarks also yields BOOKMARK events: no change, only the revision the watch has
+    seen every change up to (Kubernetes' watch bookmarks), with an ``object`` holding nothing
+    but that ``metadata.resourceVersion``."""
 
-    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
     object: Obj
     revision: int
 
@@ -195,11 +198,16 @@ class Store(Protocol):
         namespace: str | None = None,
         since: str | int | None = None,
         timeout: float | None = None,
+        *,
+        kinds: Collection[str] | None = None,
+        bookmarks: bool = False,
     ) -> Iterator[WatchEvent]:
         """Changes after revision ``since`` in revision order, then live ones, until
         ``timeout`` seconds pass without a change (``None``: forever) or the iterator is
         closed. ``since=None`` starts at the current revision. A ``since`` older than the
-        retained log raises :class:`TooOld` on the first ``next()``."""
+        retained log raises :class:`TooOld` on the first ``next()``. ``kinds`` keeps only
+        changes of those kinds (as ``kind`` keeps one); ``bookmarks`` adds a BOOKMARK event
+        whenever changes the filters skipped moved the watch past the last one it yielded."""
         ...
 
     def revision(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
@@ -145,9 +145,20 @@ class SqlStore:
         namespace: str | None = None,
         since: str | int | None = None,
         timeout: float | None = None,
+        *,
+        kinds: Collection[str] | None = None,
+        bookmarks: bool = False,
     ) -> Iterator[WatchEvent]:
         self._listen()
-        return SqlWatch(self, kind=kind, namespace=namespace, since=since, timeout=timeout)
+        return SqlWatch(
+            self,
+            kind=kind,
+            namespace=namespace,
+            since=since,
+            timeout=timeout,
+            kinds=kinds,
+            bookmarks=bookmarks,
+        )
 
     def watch_poll_interval(self) -> float:
         """How long a watcher may wait for a wake-up before it looks at the database itself."""

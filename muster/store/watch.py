@@ -15,7 +15,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -100,9 +100,13 @@ class SqlWatch(Iterator[WatchEvent]):
         namespace: str | None,
         since: str | int | None,
         timeout: float | None,
+        kinds: Collection[str] | None = None,
+        bookmarks: bool = False,
     ) -> None:
         self._store = store
         self._kind = kind
+        self._kinds = None if kinds is None else sorted(set(kinds))
+        self._bookmarks = bookmarks
         self._namespace = namespace
         self._since = parse_revision(since)
         self._timeout = timeout
@@ -163,6 +167,8 @@ class SqlWatch(Iterator[WatchEvent]):
             q = select(c.revision, c.type, c.data).where(c.revision > self._last, c.revision <= current)
             if self._kind is not None:
                 q = q.where(c.kind == self._kind)
+            if self._kinds is not None:
+                q = q.where(c.kind.in_(self._kinds))
             if self._namespace is not None:
                 q = q.where(c.namespace == self._namespace)
             rows = conn.execute(q.order_by(c.revision).limit(_BATCH)).all()
@@ -171,3 +177,6 @@ class SqlWatch(Iterator[WatchEvent]):
         # With fewer rows than a batch, everything up to `current` has been seen (the filter
         # skipped the rest); remembering that spares the next scan and a false TooOld later.
         self._last = int(rows[-1][0]) if len(rows) == _BATCH else current
+        if self._bookmarks and (not rows or int(rows[-1][0]) < self._last):
+            mark = {"metadata": {"resourceVersion": str(self._last)}}
+            self._buffer.append(WatchEvent(type="BOOKMARK", object=mark, revision=self._last))

@@ -62,3 +62,18 @@ def test_delete_of_a_changed_or_replaced_object(sqlite_store: Store, tmp_path: P
     # The current version: deleted.
     assert ctx.delete(again) is True
     assert sqlite_store.list("TrainingJob").items == []
+
+
+def test_it_decodes_only_its_kinds_and_still_catches_up_past_the_others(sqlite_store: Store):
+    cache = Cache(sqlite_store, kinds=("TrainingJob",))
+    cache.start()
+    try:
+        sqlite_store.create(training_job("a"))
+        other = sqlite_store.create(
+            {"apiVersion": "muster.dev/v1", "kind": "ResourceFlavor", "metadata": {"name": "f"}, "spec": {}}
+        )
+        # The last change is of a kind the cache skips: its bookmark still says "seen".
+        assert cache.caught_up(int(other["metadata"]["resourceVersion"]), timeout=10)
+        assert [o["metadata"]["name"] for o in cache.list("TrainingJob")] == ["a"]
+    finally:
+        cache.stop()

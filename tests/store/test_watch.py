@@ -54,6 +54,28 @@ class TestReplay:
         ]
         assert summary(collect(store, since=0, kind="ResourceFlavor")) == [("ADDED", "ResourceFlavor", "f")]
 
+    def test_a_set_of_kinds_and_bookmarks_past_what_it_skips(self, store: Store):
+        start = store.revision()
+        store.create(job("a"))
+        store.create(flavor("f"))
+        store.create(job("b", ns="team-b"))
+        store.create(flavor("g"))
+        end = store.revision()
+        plain = collect(store, since=start, kinds=["TrainingJob", "Node"])
+        assert summary(plain) == [("ADDED", "TrainingJob", "a"), ("ADDED", "TrainingJob", "b")]
+        marked = collect(store, since=start, kinds=["TrainingJob"], bookmarks=True)
+        assert [(e.type, e.revision) for e in marked] == [
+            ("ADDED", start + 1),
+            ("ADDED", start + 3),
+            ("BOOKMARK", end),  # the skipped flavor "g": the watch has seen everything up to it
+        ]
+        assert marked[-1].object == {"metadata": {"resourceVersion": str(end)}}
+        # Nothing skipped after the last change it yields: no bookmark.
+        assert [e.type for e in collect(store, since=start, kinds=["ResourceFlavor"], bookmarks=True)] == [
+            "ADDED",
+            "ADDED",
+        ]
+
     def test_since_a_list_sees_only_later_changes(self, store: Store):
         store.create(job("before"))
         listed = store.list("TrainingJob")
