@@ -130,6 +130,12 @@ class Cache:
             objs = [o for o in objs if (o["metadata"].get("namespace") or "") == namespace]
         return objs
 
+    def present(self, keys: Iterable[Key]) -> set[Key]:
+        """Those of ``keys`` the cache holds (one lock for all: callers check many at once)."""
+        with self._lock:
+            objects = self._objects
+            return {k for k in keys if k in objects.get(k[0], ())}
+
     def list_live(self, kind: str) -> list[Obj]:
         """The objects of ``kind`` that pass its ``live`` test (a kind without one: all)."""
         with self._lock:

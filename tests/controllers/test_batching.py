@@ -126,3 +126,17 @@ def _fail_the_next_commit(monkeypatch: Any) -> None:
         return real(self)
 
     monkeypatch.setattr(SqlBatch, "commit", failing)
+
+
+def test_a_slow_full_resync_comes_less_often(sqlite_store, tmp_path, monkeypatch):
+    h = Harness(sqlite_store, tmp_path / "home", resync_seconds=10)
+    fulls: list[float] = []
+    real_resync = h.manager.executor.resync
+    monkeypatch.setattr(h.manager.executor, "resync", lambda: (fulls.append(h.clock()), real_resync())[1])
+    ticks = iter(range(0, 10_000, 2))  # every pass "takes" 2 s of the loop's time
+    monkeypatch.setattr("muster.controllers.manager._elapsed", lambda: float(next(ticks)))
+    for _ in range(9):  # a pass every 11 s, from 0 to 88
+        h.manager.run_once()
+        h.clock.advance(11)
+    # A resync that took 2 s is not due again for 40 s (5% of the loop's time), not 10.
+    assert [round(t - fulls[0]) for t in fulls] == [0, 44, 88]

@@ -62,7 +62,7 @@ class Autoscaler:
         cache, now = self.ctx.cache, self.ctx.now()
         pools = {p["metadata"]["name"]: p for p in cache.list("NodePool")}
         claims = cache.list("NodeClaim")
-        workloads = cache.list("Workload")
+        workloads = cache.list_live("Workload")  # finished ones neither hold nor wait
         nodes = cache.list("Node")
         pods = cache.list("Pod")
         holding = [
