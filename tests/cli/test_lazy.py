@@ -30,13 +30,10 @@ HEAVY = (
 
 _PROBE = """
 import json, sys
-from muster.cli.main import main
+from muster.cli.main import run
 argv, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 sys.argv = ["muster", *argv]
-try:
-    main()
-except SystemExit:
-    pass
+run()
 loaded = sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy))
 print("\\nLOADED=" + json.dumps(loaded))
 """
