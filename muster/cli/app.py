@@ -5,7 +5,8 @@ group (:class:`LazyGroup`) imports the module of the verb being run only, by :da
 One module per verb group.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would evaluate the string annotations of
+# the commands again on every call (docs/cli.md, "Start-up").
 
 import gc
 import importlib
