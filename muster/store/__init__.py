@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from muster.store.errors import (
     AlreadyExists,
@@ -18,6 +17,7 @@ from muster.store.errors import (
     TooLarge,
     TooOld,
 )
+from muster.util import lazy_names
 
 if TYPE_CHECKING:
     from muster.store.base import (
@@ -59,12 +59,7 @@ _LAZY = {
     "parse_selector": "muster.store.selector",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 def open_store(
