@@ -10,8 +10,11 @@ jobs, and the start-up of `muster` CLI verbs.
   controllers, scheduler, executor); what its descendants used (read once it has exited) is
   the shims, the zygote and the containers.
 * cli: each verb run --runs times against a live server (`--runtime none`); wall and CPU
-  time per call, p50 and p90. Run with a warm bytecode cache (PYTHONDONTWRITEBYTECODE unset),
-  as a user's machine has.
+  time per call, p50 and p90, and the load average before and after (other work on the machine
+  inflates wall time, and CPU time less so). Run with a warm bytecode cache
+  (PYTHONDONTWRITEBYTECODE unset), as a user's machine has. With valgrind installed, also the
+  instructions one call executes (millions; what load does not change, so runs on a busy
+  machine compare), as callgrind counts them.
 
     .venv/bin/python benchmarks/process_cpu.py [--part shims,e2e,cli] [--pods 300] [--jobs 1000] [--runs 20]
 """
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -189,6 +193,7 @@ def _cli(runs: int) -> None:
                 "apply -f one file": ["apply", "-f", str(job)],
                 "logs": ["logs", "one-master-0"],
             }
+            print(f"  load average before: {_loadavg()}")
             for name, argv in verbs.items():
                 subprocess.run([*muster_command(), *argv], env=env, capture_output=True)  # warm the caches
                 walls, cpus = [], []
@@ -201,8 +206,27 @@ def _cli(runs: int) -> None:
                     cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
                 print(
                     f"  {name:18s} wall p50 {_pct(walls, 50):.3f} p90 {_pct(walls, 90):.3f}   "
-                    f"cpu p50 {_pct(cpus, 50):.3f} p90 {_pct(cpus, 90):.3f}"
+                    f"cpu p50 {_pct(cpus, 50):.3f} p90 {_pct(cpus, 90):.3f}{_instructions(argv, env)}"
                 )
+            print(f"  load average after: {_loadavg()}")
+
+
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _instructions(argv: list[str], env: dict[str, str]) -> str:
+    """``   instructions N M`` of one call under callgrind; empty without valgrind."""
+    if shutil.which("valgrind") is None:
+        return ""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *muster_command(), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    counted = [line.split()[-1] for line in out.stderr.splitlines() if "Collected :" in line]
+    return f"   instructions {int(counted[0]) / 1e6:.0f} M" if counted else ""
 
 
 def _pct(values: list[float], p: int) -> float:

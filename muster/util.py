@@ -1,14 +1,16 @@
 """Small runtime utilities the server, the CLI and the tests share: waiting on a condition with a
-deadline, finding a free local port, and a byte count for people."""
+deadline, finding a free local port, a byte count for people, and a package's names imported on
+first use."""
 
 from __future__ import annotations
 
+import importlib
 import socket
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-__all__ = ["free_port", "size_text", "wait_for"]
+__all__ = ["free_port", "lazy_names", "size_text", "wait_for"]
 
 T = TypeVar("T")
 
@@ -50,3 +52,16 @@ def size_text(n: int) -> str:
             amount = f"{n / size:.2f}".rstrip("0").rstrip(".")
             return f"{amount} {unit} ({n} bytes)"
     return f"{n} bytes"
+
+
+def lazy_names(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` (PEP 562) that imports each name of ``where`` (name ->
+    module) from its module on first use, so importing the package stays light."""
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__

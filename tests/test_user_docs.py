@@ -10,7 +10,7 @@ from typing import Any
 
 from typer.main import get_command
 
-from muster.cli.main import app
+from muster.cli.app import app
 
 REPO = Path(__file__).resolve().parents[1]
 # "DESIGN §7", "DESIGN.md", "reference/perf.md §2.1".

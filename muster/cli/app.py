@@ -5,8 +5,10 @@ group (:class:`LazyGroup`) imports the module of the verb being run only, by :da
 One module per verb group.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would evaluate the string annotations of
+# the commands again on every call (docs/cli.md, "Start-up").
 
+import gc
 import importlib
 import os
 import sys
@@ -15,7 +17,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-__all__ = ["COMMANDS", "LazyGroup", "app", "console", "err_console", "load", "load_all"]
+__all__ = ["COMMANDS", "LazyGroup", "app", "console", "err_console", "load", "load_all", "start_collector"]
 
 # verb -> module under muster.cli that registers it on `app` when imported; keep this sorted.
 COMMANDS: dict[str, str] = {
@@ -150,12 +152,21 @@ err_console: Any = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 @app.callback()
 def _root(ctx: typer.Context) -> None:
     """Muster: quotas, gang scheduling and pipelines for shared GPUs."""
+    start_collector()  # the verb's module is loaded: what runs now may make garbage
     # The namespace of the context in use (muster config) is every command's default -n.
     from muster.sdk.contexts import context_namespace
 
     namespace = context_namespace()
     if namespace:
         ctx.default_map = _namespace_defaults(ctx.command, namespace)
+
+
+def start_collector() -> None:
+    """Start the cycle collector that the console script (muster.cli.main) stopped for the
+    imports, first freezing what they made: long-lived, never garbage, so never scanned."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _namespace_defaults(command: object, namespace: str) -> dict:

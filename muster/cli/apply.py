@@ -1,6 +1,7 @@
 """``muster apply -f FILE|DIR|-``: create or update every document, all or none."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would evaluate the string annotations of
+# the commands again on every call (docs/cli.md, "Start-up").
 
 from typing import Annotated
 

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from muster.api.quantity import Quantity, QuantityError
-
 __all__ = ["COLUMNS", "Column", "age", "columns_for", "evaluate", "row"]
 
 Format = Literal[
@@ -354,6 +352,8 @@ def _bytes(values: list[Any], _now: datetime) -> str:
     ``24683656Ki`` is ``23.5Gi``."""
     if not values:
         return NONE
+    from muster.api.quantity import Quantity, QuantityError  # fractions and decimal: when needed
+
     try:
         amount = float(Quantity.parse(values[0]).value)
     except (QuantityError, ValueError, TypeError):

@@ -19,7 +19,7 @@ from muster.cli.app import err_console
 from muster.sdk.client import Client, discover
 from muster.sdk.contexts import ConfigError
 from muster.sdk.errors import ApiError, ApiUnavailable, BadRequest, Invalid, InvalidServerUrl, Unauthorized
-from muster.store.selector import InvalidSelector
+from muster.store.errors import InvalidSelector
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -28,6 +28,7 @@ __all__ = [
     "NamespaceOpt",
     "ServerOpt",
     "TokenOpt",
+    "check_selector",
     "complete_kind",
     "connect",
     "fail",
@@ -71,13 +72,20 @@ class BadInput(Exception):
 
 
 def connect(server: str | None, token: str | None) -> Client:
-    """A client for the discovered server; exits 1 with how to start one if none answers."""
+    """A client for the discovered server. No request is made yet: when none answers, the
+    command's first request raises ApiUnavailable, which :func:`handle_errors` turns into how
+    to start one (exit 1), so a call costs no extra round trip."""
     url, tok = discover(server, token)
-    client = Client(url, tok)
-    if not client.health():
-        client.close()
-        fail(f"no Muster server at {url}; start one with `muster up` (or set MUSTER_SERVER)")
-    return client
+    return Client(url, tok)
+
+
+def check_selector(selector: str | None) -> None:
+    """Refuse a malformed -l before any request (InvalidSelector); the parser is loaded only
+    when a selector is given."""
+    if selector:
+        from muster.store.selector import parse_selector
+
+        parse_selector(selector)
 
 
 def complete_kind(incomplete: str) -> list[str]:

@@ -13,13 +13,13 @@ from muster.cli.common import (
     NamespaceOpt,
     ServerOpt,
     TokenOpt,
+    check_selector,
     complete_kind,
     connect,
     handle_errors,
     resolve_ref,
 )
 from muster.sdk.errors import ApiNotFound
-from muster.store.selector import parse_selector
 
 __all__ = ["delete"]
 
@@ -98,8 +98,7 @@ def _delete_collection(
 ) -> None:
     if not kind or names or files or "/" in kind:
         raise BadInput(["error: --all and -l take a KIND alone (muster delete tj --all -n NAMESPACE)"])
-    if selector:
-        parse_selector(selector)
+    check_selector(selector)
     info, _ = resolve_ref(kind, None)
     with connect(server, token) as client:
         deleted = client.delete_collection(info.kind, namespace if info.namespaced else None, selector)

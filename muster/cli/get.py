@@ -1,7 +1,8 @@
 """``muster get KIND [NAME]``: tables per kind, -o wide|yaml|json|name|jsonpath=..., --sort-by,
 ``get all`` and -w to follow."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would evaluate the string annotations of
+# the commands again on every call (docs/cli.md, "Start-up").
 
 import json
 from typing import Annotated, Any
@@ -12,12 +13,12 @@ from muster.api import kinds
 from muster.api.kinds import Kind
 from muster.api.labels import EXPERIMENT_LABEL
 from muster.cli.app import app, console
-from muster.cli.audit import print_audit
 from muster.cli.common import (
     BadInput,
     NamespaceOpt,
     ServerOpt,
     TokenOpt,
+    check_selector,
     complete_kind,
     connect,
     handle_errors,
@@ -36,7 +37,6 @@ from muster.cli.output import (
     to_yaml,
 )
 from muster.sdk.client import Client
-from muster.store.selector import parse_selector
 
 __all__ = ["get"]
 
@@ -103,8 +103,7 @@ def get(
         if kind.lower() == "all" and "/" not in kind:
             if name or watch:
                 raise BadInput(["error: `get all` lists; give no NAME and no --watch"])
-            if selector:
-                parse_selector(selector)
+            check_selector(selector)
             with connect(server, token) as client:
                 _get_all(client, None if all_namespaces else namespace, selector, fmt, key)
             return
@@ -114,10 +113,11 @@ def get(
                 raise BadInput(["error: --audit goes with `get events` (or use `muster audit`)"])
             with connect(server, token) as client:
                 items = client.audit(None if all_namespaces else namespace, limit=200)
+            from muster.cli.audit import print_audit  # loaded for --audit only
+
             print_audit(items, fmt.output)
             return
-        if selector:
-            parse_selector(selector)  # a typo fails here, before any request
+        check_selector(selector)
         key = key or _sort_key(_DEFAULT_SORT.get(info.kind))
         ns = None if (all_namespaces and not name) or not info.namespaced else namespace
         with connect(server, token) as client:

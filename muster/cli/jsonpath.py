@@ -22,8 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from muster.api.quantity import Quantity, QuantityError
-
 __all__ = ["JsonPathError", "Template", "parse_path", "sort_key"]
 
 
@@ -105,6 +103,8 @@ def sort_key(path: str) -> Any:
         if isinstance(first, int | float):
             return (1, first)
         if isinstance(first, str):
+            from muster.api.quantity import Quantity, QuantityError  # fractions and decimal: when needed
+
             try:
                 return (1, Quantity.parse(first).value)
             except (QuantityError, ValueError, TypeError, AttributeError):

@@ -13,7 +13,8 @@ latest attempt of task ``T`` (``train``, or one run of a fan-out: ``train(1)``):
 for a TrainingJob task that job, as above.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would evaluate the string annotations of
+# the commands again on every call (docs/cli.md, "Start-up").
 
 import queue
 import sys

@@ -1,6 +1,7 @@
 """``muster version``."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would evaluate the string annotations of
+# the commands again on every call (docs/cli.md, "Start-up").
 
 from muster import __version__
 from muster.cli.app import app, console

@@ -6,7 +6,7 @@ Names are imported on first use, so ``import muster.sdk.client`` stays light.
 
 from __future__ import annotations
 
-from typing import Any
+from muster.util import lazy_names
 
 __all__ = ["RunResult", "WorkflowFailed", "inputs_dir", "outputs_dir", "submit", "task", "workflow"]
 
@@ -20,11 +20,4 @@ _WHERE = {
     "outputs_dir": "muster.sdk.run",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'muster.sdk' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from muster.api.errors import FieldError
-from muster.store import AlreadyExists, Conflict, NotFound, TooOld
+from muster.store.errors import AlreadyExists, Conflict, NotFound, TooOld
 
 __all__ = [
     "ApiError",

@@ -16,6 +16,9 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+# The errors live apart so that the SDK client can derive from them without loading the store.
+from muster.store.errors import AlreadyExists, Conflict, NotFound, StoreError, TooLarge, TooOld
+
 __all__ = [
     "AlreadyExists",
     "ApplyResult",
@@ -34,38 +37,6 @@ __all__ = [
 DEFAULT_MAX_OBJECT_BYTES = 1536 * 1024
 
 Obj = dict[str, Any]
-
-
-class StoreError(Exception):
-    """Base of store errors; the message is fit to show to a user."""
-
-
-class NotFound(StoreError):
-    """The object does not exist (or no longer exists)."""
-
-
-class AlreadyExists(StoreError):
-    """``create`` of a name that is taken."""
-
-
-class Conflict(StoreError):
-    """A write carried a resourceVersion that is not the current one: re-read and retry."""
-
-
-class TooLarge(StoreError):
-    """A write whose object, as JSON, is larger than the store's per-object limit."""
-
-    def __init__(self, message: str, size: int, limit: int) -> None:
-        super().__init__(message)
-        self.size = size
-        self.limit = limit
-
-
-class TooOld(StoreError):
-    """A watch asked to resume from a revision older than the retained change log.
-
-    The caller must re-list (which returns the current revision) and watch from there.
-    """
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from muster.store.base import LabelSelector
+from muster.store.errors import InvalidSelector
 
 __all__ = ["SELECTOR_PATTERN", "InvalidSelector", "format_selector", "parse_selector"]
 
@@ -33,10 +34,6 @@ _SET_RE = rf"\( *{_VALUE_RE}(?: *, *{_VALUE_RE})* *\)"
 _REQUIREMENT_RE = rf" *(?:! *{_KEY_RE}|{_KEY_RE}(?: *(?:==|=|!=) *{_VALUE_RE}| +(?:in|notin) *{_SET_RE})?) *"
 SELECTOR_PATTERN = rf"^(?: *|{_REQUIREMENT_RE}(?:,{_REQUIREMENT_RE})*)$"
 _SELECTOR = re.compile(SELECTOR_PATTERN)
-
-
-class InvalidSelector(ValueError):
-    """A label selector that does not parse; the message says where and why."""
 
 
 def parse_selector(text: str | None) -> LabelSelector | None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from muster.cli.app import console
+from muster.cli.app import app, console
 from muster.cli.cost import render, to_csv
-from muster.cli.main import app
 from muster.cli.why import render as render_why
 
 ANSWER = {

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from muster.sdk.client import discover
 from muster.store import Store
 from muster.testing import free_port

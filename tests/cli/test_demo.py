@@ -4,7 +4,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 
 
 def test_demo_runs_the_tour(muster_home: Path):

@@ -13,8 +13,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from muster.api import registry
-from muster.cli.app import load_all
-from muster.cli.main import app
+from muster.cli.app import app, load_all
 from muster.cli.output import Table
 from muster.sdk.client import discover
 from muster.store import Store

@@ -14,7 +14,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from muster.api.base import controller_ref
-from muster.cli.main import app
+from muster.cli.app import app
 from muster.cli.suspend import set_suspend
 from muster.runtime.base import Container, DeviceBinding
 from muster.runtime.local.logs import container_log

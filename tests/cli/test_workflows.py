@@ -6,7 +6,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from muster.store import Store
 
 runner = CliRunner()

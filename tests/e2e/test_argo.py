@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from tests.e2e.workflows import wait_phase, workflow_cluster
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ import yaml
 from click.testing import Result
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from muster.sdk.client import Client
 from muster.testing import wait_for
 from muster.testing.up import MusterUp

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from muster.sim.elastic import ElasticReplay, ElasticSpec, SimPool, peak_demand
 from muster.sim.philly import PhillyJobs
 from muster.sim.philly_config import ClusterConfig, QueueConfig

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scheduler" / "scenarios"
 

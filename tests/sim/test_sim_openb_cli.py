@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from muster.cli.sim import parse_seeds
 from tests.sim.tiny_traces import write_openb
 

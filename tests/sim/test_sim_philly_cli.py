@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from muster.cli.main import app
+from muster.cli.app import app
 from tests.sim.tiny_traces import write_philly
 
 ROWS = [
