@@ -64,6 +64,7 @@ class Planner:
         self._viable: dict[int, int] = {}  # per cached options list, the first that may still be
         self._pods_of: dict[int, list[PlanPod]] = {}  # per gang shape
         self._kinds_of: dict[int, tuple] = {}  # per gang shape, its kinds of pod
+        self._protos: dict[str, Room] = {}  # per pool, an empty new node
 
     # -- scale up ------------------------------------------------------------------------------
 
@@ -241,37 +242,48 @@ class Planner:
         start: dict[int, int] = {}
         orders: dict[int, list[int]] = {}  # per kind of pod, the classes to try, in order
         everywhere = classes is self.open
+        key = gang.key
         for pod in pods:
-            nofit = (pod.kid, pod.requests, pod.milli, pod.memory, ready) if everywhere else None
-            if id(pod) in failed or (nofit is not None and self._nofit.get(nofit) == self._added):
+            pid = id(pod)
+            if pid in failed:
                 left.append(pod)
                 continue
-            placed = False
-            order = orders.get(id(pod))
+            nofit = None
+            if everywhere:
+                nofit = (pod.kid, pod.requests, pod.milli, pod.memory, ready)
+                if self._nofit.get(nofit) == self._added:
+                    left.append(pod)
+                    continue
+            order = orders.get(pid)
             if order is None:
-                order = orders[id(pod)] = (
-                    self._roomy(pod)
+                order = orders[pid] = (
+                    self._compatible(pod)
                     if everywhere
                     else [c for c in classes if not self._problem(pod, classes[c].sample.node, c)]
                 )
-            i = start.get(id(pod), 0)
+            # a class whose roomiest open room lacks the pod's whole GPUs has no candidate
+            need = pod.gpus if pod.gpus and pod.whole else 0
+            placed = False
+            i = start.get(pid, 0)
             while i < len(order):
-                for room in classes[order[i]].candidates(pod):
-                    if room.ready and not ready:
-                        continue
-                    trial = copies.get(room.slot) or room
-                    if trial.fits(pod, gang.key):
-                        if trial is room:
-                            trial = copies[room.slot] = room.copy()
-                        trial.take(pod, gang.key)
-                        placed = True
+                opened = classes[order[i]]
+                if opened.most >= need:
+                    for room in opened.candidates(pod):
+                        if room.ready and not ready:
+                            continue
+                        trial = copies.get(room.slot) or room
+                        if trial.fits(pod, key):
+                            if trial is room:
+                                trial = copies[room.slot] = room.copy()
+                            trial.take(pod, key)
+                            placed = True
+                            break
+                    if placed:
                         break
-                if placed:
-                    break
                 i += 1
-            start[id(pod)] = i
+            start[pid] = i
             if not placed:
-                failed.add(id(pod))
+                failed.add(pid)
                 if not copies and nofit is not None:  # a fact about the open rooms, not this gang
                     self._nofit[nofit] = self._added
                 left.append(pod)
@@ -294,13 +306,6 @@ class Planner:
                 [c for c in known if not self._problem(pod, self.open[c].sample.node, c)],
             )
         return hit[1]
-
-    def _roomy(self, pod: PlanPod) -> list[int]:
-        """The classes the pod may go to that have an open room with its whole GPUs free."""
-        need = pod.gpus if pod.gpus and pod.whole else 0
-        opened = self.open
-        roomy = [c for c in self._compatible(pod) if opened[c].most >= need]
-        return roomy
 
     def _opened(self, room: Room) -> None:
         opened = self.open.get(room.cls)
@@ -406,7 +411,6 @@ class Planner:
 
     def _pack(self, pods: list[PlanPod], pool: str, gang: str) -> list[Room]:
         """New nodes of ``pool`` holding ``pods``: first fit, largest pods first."""
-        template = self.pools[pool]
         rooms: list[Room] = []
         for pod in pods:
             for room in rooms:
@@ -414,10 +418,17 @@ class Planner:
                     room.take(pod, gang)
                     break
             else:
-                room = fresh(template, self.classes[pool])
+                room = self._fresh(pool)
                 room.take(pod, gang)
                 rooms.append(room)
         return rooms
+
+    def _fresh(self, pool: str) -> Room:
+        """An empty new node of ``pool`` (a copy of one made once)."""
+        proto = self._protos.get(pool)
+        if proto is None:
+            proto = self._protos[pool] = fresh(self.pools[pool], self.classes[pool])
+        return proto.copy(users=set())
 
     def _problem(self, pod: PlanPod, node: Node, cls: int) -> str:
         if pod.kid < 0:
