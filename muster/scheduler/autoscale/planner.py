@@ -3,7 +3,7 @@ room there is, then on new nodes of the best pool; idle pool nodes found for rem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from muster.scheduler.autoscale.model import Bin, Gang, NewNode, Pool, ScalePlan
 from muster.scheduler.autoscale.rooms import (
@@ -56,11 +56,11 @@ class Planner:
         self._static: dict[tuple, str] = {}
         self._placement: dict[tuple[int, int], str] = {}
         self._ranked: dict[tuple, tuple[list[tuple[tuple, str]], list[str]]] = {}
-        self._counts: dict[tuple, int | None] = {}
+        self._counts: dict[tuple[Hashable, str], int | None] = {}
         self._fits: dict[tuple, int] = {}
         self._compat: dict[int, tuple[list[int], list[int]]] = {}
         self._option_cache: dict[tuple, list[tuple]] = {}
-        self._packed: dict[tuple[int, str], list[Room]] = {}  # per (gang shape, pool)
+        self._packed: dict[tuple[Hashable, str], list[Room]] = {}  # per (pods left, pool)
         self._viable: dict[int, int] = {}  # per cached options list, the first that may still be
         self._pods_of: dict[int, list[PlanPod]] = {}  # per gang shape
         self._kinds_of: dict[int, tuple] = {}  # per gang shape, its kinds of pod
@@ -146,7 +146,7 @@ class Planner:
                 way = self._onto_rooms(gang, pods, ready=False)
             if not way.new:
                 return Way((0,), way.changed, "", [])
-            return self._new_nodes(shape if not way.changed else None, ranked, way, gang, False, why)
+            return self._new_nodes(self._left(shape, way), ranked, way, gang, False, why)
         # A topology level: one pool's nodes (coming up or new) share its domain, so the gang
         # goes to one pool; a level the pool does not label (the hostname) means one node.
         found: list[Way] = []
@@ -157,16 +157,20 @@ class Planner:
                 way = Way((), [], "", pods)
             if not way.new:
                 return Way((0,), way.changed, "", [])
-            pick = self._new_nodes(
-                shape if not way.changed else None, [(rank, name)], way, gang, per_node, why, topology
-            )
+            pick = self._new_nodes(self._left(shape, way), [(rank, name)], way, gang, per_node, why, topology)
             if pick is not None:
                 found.append(pick)
         return min(found, key=lambda w: w.rank) if found else None
 
+    @staticmethod
+    def _left(shape: int, way: Way) -> Hashable:
+        """What the new nodes depend on: the pods ``way`` left (of the shape's pods, which live
+        as long as the plan: their ids name them)."""
+        return shape if not way.changed else (shape, *map(id, way.new))
+
     def _new_nodes(
         self,
-        shape: int | None,
+        left: Hashable,
         ranked: list[tuple[tuple, str]],
         way: Way,
         gang: Gang,
@@ -176,15 +180,14 @@ class Planner:
     ) -> Way | None:
         """The best pool for the pods ``way`` left: by rank, then the cost of the nodes needed,
         then their number, then the name; among the pools with room for them."""
-        options, cached = self._options(shape, ranked, way.new, gang.key, per_node)
+        options = self._options(left, ranked, way.new, per_node)
         # Headroom only shrinks, so an option once without room stays so: the search resumes
-        # where the last gang of this shape stopped.
-        i = self._viable.get(id(options), 0) if cached else 0
+        # where the last gang that left these pods stopped.
+        i = self._viable.get(id(options), 0)
         headroom = self.headroom
         while i < len(options) and (options[i][-2] is None or options[i][-2] > headroom[options[i][-1]]):
             i += 1
-        if cached:
-            self._viable[id(options)] = i
+        self._viable[id(options)] = i
         if i == len(options):
             for count, name in (o[-2:] for o in options):  # worded only if it ends unplaceable
                 why.append(
@@ -195,38 +198,31 @@ class Planner:
             return None
         best = options[i]  # the options come best first
         name = best[-1]
-        if shape is None:
-            return Way(best, way.changed, name, self._pack(way.new, name, gang.key))
-        # gangs of one shape need the same new nodes of a pool: pack once, copy after
-        packed = self._packed.get((shape, name))
+        # gangs that leave the same pods need the same new nodes of a pool: pack once, copy after
+        packed = self._packed.get((left, name))
         if packed is None:
-            packed = self._packed[(shape, name)] = self._pack(way.new, name, "")
+            packed = self._packed[(left, name)] = self._pack(way.new, name, "")
         return Way(best, way.changed, name, [room.copy(users={gang.key}) for room in packed])
 
     def _options(
-        self,
-        shape: int | None,
-        ranked: list[tuple[tuple, str]],
-        pods: list[PlanPod],
-        gang: str,
-        per_node: bool,
-    ) -> tuple[list[tuple], bool]:
+        self, left: Hashable, ranked: list[tuple[tuple, str]], pods: list[PlanPod], per_node: bool
+    ) -> list[tuple]:
         """Every pool's way to hold ``pods`` on new nodes, best first (rank, cost, nodes, name;
-        the count None where it cannot), and whether they are cached (per gang shape and the
-        pools ranked: all those that may host the shape, or the one a topology level allows)."""
-        key = (shape, per_node, ranked[0][1] if len(ranked) == 1 else None)
-        hit = self._option_cache.get(key) if shape is not None else None
+        the count None where it cannot); cached per pods left and the pools ranked (all those
+        that may host the shape, or the one a topology level allows)."""
+        key = (left, per_node, ranked[0][1] if len(ranked) == 1 else None)
+        hit = self._option_cache.get(key)
         if hit is None:
             options = []
             for rank, name in ranked:
-                count = self._count(shape, pods, name, gang, per_node)
+                count = self._count(left, pods, name, per_node)
                 cost = float("inf") if count is None else self.pools[name].price * count
                 options.append((1, *rank, cost, count if count is not None else 1 << 30, name))
             options.sort()
-            hit = [(*o[:-2], None if o[-2] == 1 << 30 else o[-2], o[-1]) for o in options]
-            if shape is not None:
-                self._option_cache[key] = hit
-        return hit, shape is not None
+            hit = self._option_cache[key] = [
+                (*o[:-2], None if o[-2] == 1 << 30 else o[-2], o[-1]) for o in options
+            ]
+        return hit
 
     def _onto_rooms(self, gang: Gang, pods: list[PlanPod], ready: bool) -> Way:
         return self._onto(gang, pods, self.open, ready)
@@ -388,13 +384,11 @@ class Planner:
             hit = self._fits[key] = max(most, 0)
         return hit
 
-    def _count(
-        self, shape: int | None, pods: list[PlanPod], pool: str, gang: str, per_node: bool
-    ) -> int | None:
+    def _count(self, left: Hashable, pods: list[PlanPod], pool: str, per_node: bool) -> int | None:
         """How many new nodes of ``pool`` hold ``pods``; None when the gang must share one node
         (a per-node topology level) and does not fit one."""
-        key = (shape, pool)
-        if shape is not None and key in self._counts:
+        key = (left, pool)
+        if key in self._counts:
             return self._counts[key]
         kinds = dict.fromkeys(pods)
         if len(kinds) == 1:
@@ -402,11 +396,10 @@ class Planner:
             per = self._per_node(next(iter(kinds)), self.pools[pool])
             count: int | None = -(-len(pods) // per) if per else None
         else:
-            count = len(self._pack(pods, pool, gang))
+            count = len(self._pack(pods, pool, ""))
         if count is None or (per_node and count != 1):
             count = None
-        if shape is not None:
-            self._counts[key] = count
+        self._counts[key] = count
         return count
 
     def _pack(self, pods: list[PlanPod], pool: str, gang: str) -> list[Room]:
