@@ -109,7 +109,8 @@ class Planner:
                 out.launch[live.launch].gangs.append(gang.key)
             if not live.ready:
                 waits.append(live.name)
-        for room in best.new:
+        for packed in best.new:
+            room = packed.copy(users={gang.key})
             room.launch, room.slot = len(out.launch), len(self.rooms)
             out.launch.append(NewNode(best.pool, [gang.key]))
             self.rooms.append(room)
@@ -202,7 +203,7 @@ class Planner:
         packed = self._packed.get((left, name))
         if packed is None:
             packed = self._packed[(left, name)] = self._pack(way.new, name, "")
-        return Way(best, way.changed, name, [room.copy(users={gang.key}) for room in packed])
+        return Way(best, way.changed, name, packed)
 
     def _options(
         self, left: Hashable, ranked: list[tuple[tuple, str]], pods: list[PlanPod], per_node: bool
@@ -239,7 +240,10 @@ class Planner:
         orders: dict[int, list[int]] = {}  # per kind of pod, the classes to try, in order
         everywhere = classes is self.open
         key = gang.key
-        for pod in pods:
+        j, n = 0, len(pods)
+        while j < n:
+            pod = pods[j]
+            j += 1
             pid = id(pod)
             if pid in failed:
                 left.append(pod)
@@ -272,6 +276,11 @@ class Planner:
                             if trial is room:
                                 trial = copies[room.slot] = room.copy()
                             trial.take(pod, key)
+                            # the rooms before this one had no room for a pod like it, and
+                            # still have none: the next like it goes here while it fits
+                            while j < n and pods[j] is pod and trial.fits(pod, key):
+                                trial.take(pod, key)
+                                j += 1
                             placed = True
                             break
                     if placed:

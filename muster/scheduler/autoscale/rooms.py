@@ -27,14 +27,12 @@ class PlanPod:
     key: tuple  # everything the static checks read
     kid: int = -1  # ``key`` interned by the planner (cheap to hash)
     pid: int = -1  # ``key[:4]`` (what the placement checks read) interned by the planner
+    anti: bool = False  # one per node per gang (the pod set's anti-affinity)
+    whole: bool = False  # whole devices, not shares
 
-    @property
-    def anti(self) -> bool:
-        return self.pod_set.anti_affinity
-
-    @property
-    def whole(self) -> bool:
-        return self.milli >= GPU_MILLI and not self.memory
+    def __post_init__(self) -> None:
+        self.anti = self.pod_set.anti_affinity
+        self.whole = self.milli >= GPU_MILLI and not self.memory
 
 
 class Room:
@@ -186,7 +184,8 @@ class OpenRooms:
 
 @dataclass(slots=True)
 class Way:
-    """One way to place a gang: its rank, the rooms it changes (copies) and the new nodes."""
+    """One way to place a gang: its rank, the rooms it changes (copies) and the new nodes (shared
+    by the gangs that need the same: copied when the way is taken)."""
 
     rank: tuple
     changed: list[Room]
