@@ -3,6 +3,7 @@ room there is, then on new nodes of the best pool; idle pool nodes found for rem
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 from muster.scheduler.autoscale.model import Bin, Gang, NewNode, Pool, ScalePlan
@@ -35,7 +36,7 @@ class Planner:
         self._added = 0  # rooms opened so far
         self._nofit: dict[tuple, int] = {}  # pod kind -> rooms opened when it last found no room
         self._hopeless: dict[tuple, tuple] = {}  # gang shapes -> (what it depends on, its state, why)
-        self._class_added: dict[int, int] = {}  # rooms opened per class
+        self._class_added: dict[int, int] = defaultdict(int)  # rooms opened per class
         by_kind: dict[tuple, int] = {}  # bins of one declared kind read alike: class them once
         for b in bins:
             cls = by_kind.get((b.pool, b.kind)) if b.kind is not None else None
@@ -89,13 +90,8 @@ class Planner:
                 "; ".join(dict.fromkeys(self._say(w) for w in why)) or "no NodePool can make a node for it"
             )
             out.unplaceable[gang.key] = reason
-            need: dict[str, float] = {}  # per pool, the fewest new nodes it would have needed
-            for w in why:
-                if isinstance(w, tuple):
-                    count = float("inf") if w[0] == "topology" else w[2]
-                    need[w[1]] = min(need.get(w[1], float("inf")), count)
             classes = self._deps(shapes)
-            self._hopeless[shapes] = (classes, (self._added_in(classes), need), reason)
+            self._hopeless[shapes] = (classes, self._added_in(classes), reason)
             return
         waits: list[str] = []
         for changed in best.changed:
@@ -318,7 +314,7 @@ class Planner:
             opened = self.open[room.cls] = OpenRooms(room)
         opened.add(room)
         self._added += 1  # rooms only lose room otherwise: a pod that found none may find this
-        self._class_added[room.cls] = self._class_added.get(room.cls, 0) + 1
+        self._class_added[room.cls] += 1
 
     def _deps(self, shapes: tuple[int, ...]) -> tuple[int, ...]:
         """The classes of rooms a gang of these shapes (one per option) could ever use."""
@@ -328,16 +324,15 @@ class Planner:
                 classes.update(dict.fromkeys(self._compatible(pod)))
         return tuple(classes)
 
-    def _added_in(self, classes: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(self._class_added.get(c, 0) for c in classes)
+    def _added_in(self, classes: tuple[int, ...]) -> int:
+        """Rooms opened so far in ``classes`` (a sum: each count only grows)."""
+        return sum(map(self._class_added.__getitem__, classes))
 
-    def _still_hopeless(self, classes: tuple[int, ...], state: tuple) -> bool:
-        """No room of those classes was opened since, and every pool still has less headroom
-        than the nodes it would need (headroom only shrinks, needs only grow as rooms fill)."""
-        added, need = state
-        if self._added_in(classes) != added:
-            return False
-        return all(self.headroom.get(name, 0) < count for name, count in need.items())
+    def _still_hopeless(self, classes: tuple[int, ...], added: int) -> bool:
+        """No room of those classes was opened since. (Every pool it could use still has less
+        headroom than the nodes it would need: headroom only shrinks, needs only grow as rooms
+        fill.)"""
+        return self._added_in(classes) == added
 
     def _ranking(self, shape: int, pods: list[PlanPod], why: list) -> list[tuple[tuple, str]]:
         """Pools that could ever host the gang, with their rank: weight first, then spot."""
