@@ -211,8 +211,10 @@ class Planner:
         hit = self._option_cache.get(key)
         if hit is None:
             options = []
+            kinds = dict.fromkeys(pods)
+            one = next(iter(kinds)) if len(kinds) == 1 else None
             for rank, name in ranked:
-                count = self._count(left, pods, name, per_node)
+                count = self._count(left, pods, one, name, per_node)
                 cost = float("inf") if count is None else self.pools[name].price * count
                 options.append((1, *rank, cost, count if count is not None else 1 << 30, name))
             options.sort()
@@ -263,7 +265,7 @@ class Planner:
             i = start.get(pid, 0)
             while i < len(order):
                 opened = classes[order[i]]
-                if opened.most >= need:
+                if opened.most >= need and (ready or not opened.all_ready):
                     for room in opened.candidates(pod):
                         if room.ready and not ready:
                             continue
@@ -388,17 +390,19 @@ class Planner:
             hit = self._fits[key] = max(most, 0)
         return hit
 
-    def _count(self, left: Hashable, pods: list[PlanPod], pool: str, per_node: bool) -> int | None:
-        """How many new nodes of ``pool`` hold ``pods``; None when the gang must share one node
-        (a per-node topology level) and does not fit one."""
+    def _count(
+        self, left: Hashable, pods: list[PlanPod], one: PlanPod | None, pool: str, per_node: bool
+    ) -> int | None:
+        """How many new nodes of ``pool`` hold ``pods`` (all like ``one``, if given); None when
+        the gang must share one node (a per-node topology level) and does not fit one."""
         key = (left, pool)
-        if key in self._counts:
-            return self._counts[key]
-        kinds = dict.fromkeys(pods)
-        if len(kinds) == 1:
+        count: int | None = self._counts.get(key, -1)
+        if count != -1:
+            return count
+        if one is not None:
             # one kind of pod (the usual gang): identical nodes each hold per_node of them
-            per = self._per_node(next(iter(kinds)), self.pools[pool])
-            count: int | None = -(-len(pods) // per) if per else None
+            per = self._per_node(one, self.pools[pool])
+            count = -(-len(pods) // per) if per else None
         else:
             count = len(self._pack(pods, pool, ""))
         if count is None or (per_node and count != 1):

@@ -143,7 +143,7 @@ class OpenRooms:
     """The rooms of one class that may still take a pod, bucketed by their whole free GPUs, so
     a pod asking for g GPUs looks only at rooms with at least g (fewest first: best fit)."""
 
-    __slots__ = ("buckets", "keys", "most", "pool", "sample")
+    __slots__ = ("all_ready", "buckets", "keys", "most", "pool", "sample")
 
     def __init__(self, sample: Room) -> None:
         self.sample = sample  # any room of the class (the static checks read its node)
@@ -151,8 +151,11 @@ class OpenRooms:
         self.buckets: dict[int, list[Room]] = {}
         self.keys: list[int] = []  # the buckets' keys, sorted
         self.most = -1  # the most whole GPUs free on one open room (-1: no open room)
+        self.all_ready = True  # no room that is not Ready was ever added
 
     def add(self, room: Room) -> None:
+        if not room.ready:
+            self.all_ready = False
         if room.max_free > 0 or not room.node.gpus:
             members = self.buckets.get(room.whole)
             if members is None:
