@@ -374,7 +374,7 @@ class Planner:
 
     def _per_node(self, pod: PlanPod, pool: Pool) -> int:
         """How many pods like ``pod`` one empty node of ``pool`` holds (anti-affinity: 1)."""
-        key = (pod.kid if pod.kid >= 0 else pod.key, pod.requests, pod.milli, pool.name)
+        key = (pod.kid if pod.kid >= 0 else pod.key, pod.requests, pod.milli, pod.anti, pool.name)
         hit = self._fits.get(key)
         if hit is None:
             t = pool.template
