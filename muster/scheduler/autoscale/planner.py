@@ -66,6 +66,7 @@ class Planner:
         self._pods_of: dict[int, list[PlanPod]] = {}  # per gang shape
         self._kinds_of: dict[int, tuple] = {}  # per gang shape, its kinds of pod
         self._protos: dict[str, Room] = {}  # per pool, an empty new node
+        self._placed_pools: dict[int, dict[str, Pool]] = {}  # per placement key
 
     # -- scale up ------------------------------------------------------------------------------
 
@@ -348,14 +349,32 @@ class Planner:
         hit = self._ranked.get(kinds)
         if hit is None:
             unique = list(dict.fromkeys(pods))
+            # most pools fail on labels or taints, which few kinds of pod differ in: those
+            # pools are left out first, per placement key
+            placed = [self._placed(pod) for pod in unique]
             ranked = [
                 ((-pool.weight, 0 if pool.spot else 1), pool.name)
-                for pool in self.pools.values()
-                if not self._unfit(unique, pool)
+                for pool in placed[0].values()
+                if all(pool.name in other for other in placed[1:]) and not self._unfit(unique, pool)
             ]
             hit = self._ranked[kinds] = (ranked, [] if ranked else self._unfit_all(unique))
         why.extend(hit[1])
         return hit[0]
+
+    def _placed(self, pod: PlanPod) -> dict[str, Pool]:
+        """The pools whose nodes pass the pod's label, affinity and taint checks, in order."""
+        if pod.kid < 0:
+            pod.kid = self._intern(pod.key)
+        if pod.pid < 0:
+            pod.pid = self._intern(pod.key[:4])
+        hit = self._placed_pools.get(pod.pid)
+        if hit is None:
+            hit = self._placed_pools[pod.pid] = {
+                name: pool
+                for name, pool in self.pools.items()
+                if not self._placement_problem(pod, pool.template, self.classes[name])
+            }
+        return hit
 
     def _unfit_all(self, kinds: list[PlanPod]) -> list[str]:
         if not self.pools:
@@ -437,16 +456,20 @@ class Planner:
         key = (pod.kid, cls)
         hit = self._static.get(key)
         if hit is None:
-            # Labels, affinity and taints are the costly checks and depend on few of the pod's
-            # fields: pods that differ only in their GPUs share them.
-            if pod.pid < 0:
-                pod.pid = self._intern(pod.key[:4])
-            placement = (pod.pid, cls)
-            where = self._placement.get(placement)
-            if where is None:
-                where = self._placement[placement] = placement_problem(pod, node)
+            where = self._placement_problem(pod, node, cls)
             hit = self._static[key] = where or resource_problem(pod, node)
         return hit
+
+    def _placement_problem(self, pod: PlanPod, node: Node, cls: int) -> str:
+        # Labels, affinity and taints are the costly checks and depend on few of the pod's
+        # fields: pods that differ only in their GPUs share them.
+        if pod.pid < 0:
+            pod.pid = self._intern(pod.key[:4])
+        placement = (pod.pid, cls)
+        where = self._placement.get(placement)
+        if where is None:
+            where = self._placement[placement] = placement_problem(pod, node)
+        return where
 
     def _intern(self, key: tuple) -> int:
         return self._ids.setdefault(key, len(self._ids))
