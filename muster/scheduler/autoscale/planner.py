@@ -66,11 +66,13 @@ class Planner:
         self._pods_of: dict[int, list[PlanPod]] = {}  # per gang shape
         self._kinds_of: dict[int, tuple] = {}  # per gang shape, its kinds of pod
         self._protos: dict[str, Room] = {}  # per pool, an empty new node
+        self._words: dict[str | tuple, str] = {}  # per reason a pool cannot take a gang, in words
         self._placed_pools: dict[int, dict[str, Pool]] = {}  # per placement key
 
     # -- scale up ------------------------------------------------------------------------------
 
     def place(self, gang: Gang, out: ScalePlan) -> None:
+        key = gang.key  # a property that formats: taken once
         options = gang.options or [[() for _ in gang.pod_sets]]
         # a shape is interned once per gang: the caches below hash an int, not nested tuples
         shapes = tuple(self._intern(shape_of(gang, option)) for option in options)
@@ -78,19 +80,17 @@ class Planner:
         if hopeless is not None and self._still_hopeless(*hopeless[:2]):
             # No room of a class it may use was opened, and no pool it may use changed its
             # headroom, since a gang of this shape found no way: it finds none either.
-            out.unplaceable[gang.key] = hopeless[2]
+            out.unplaceable[key] = hopeless[2]
             return
         best: Way | None = None
         why: list = []  # reasons (tuples, worded when needed) why pools cannot take it
         for option, shape in zip(options, shapes, strict=True):
-            way = self._way(gang, option, shape, why)
+            way = self._way(gang, key, option, shape, why)
             if way is not None and (best is None or way.rank < best.rank):
                 best = way
         if best is None:
-            reason = (
-                "; ".join(dict.fromkeys(self._say(w) for w in why)) or "no NodePool can make a node for it"
-            )
-            out.unplaceable[gang.key] = reason
+            reason = "; ".join(dict.fromkeys(map(self._said, why))) or "no NodePool can make a node for it"
+            out.unplaceable[key] = reason
             classes = self._deps(shapes)
             self._hopeless[shapes] = (classes, self._added_in(classes), reason)
             return
@@ -103,19 +103,26 @@ class Planner:
             if live.source is not None:
                 self.planned.add(live.name)
             else:
-                out.launch[live.launch].gangs.append(gang.key)
+                out.launch[live.launch].gangs.append(key)
             if not live.ready:
                 waits.append(live.name)
         for packed in best.new:
-            room = packed.copy(users={gang.key})
+            room = packed.copy(users={key})
             room.launch, room.slot = len(out.launch), len(self.rooms)
-            out.launch.append(NewNode(best.pool, [gang.key]))
+            out.launch.append(NewNode(best.pool, [key]))
             self.rooms.append(room)
             self._opened(room)
             waits.append(room.name)
         if best.new:
             self.headroom[best.pool] -= len(best.new)
-        out.waits[gang.key] = list(dict.fromkeys(waits))
+        out.waits[key] = list(dict.fromkeys(waits))
+
+    def _said(self, why: str | tuple) -> str:
+        """:meth:`_say`, once per reason (gangs alike fail alike)."""
+        hit = self._words.get(why)
+        if hit is None:
+            hit = self._words[why] = self._say(why)
+        return hit
 
     def _say(self, why: str | tuple) -> str:
         """A reason a pool cannot take a gang, in words."""
@@ -130,32 +137,34 @@ class Planner:
             f"({pool.nodes} of at most {pool.max_nodes}{limits})"
         )
 
-    def _way(self, gang: Gang, option: list[tuple[Flavor, ...]], shape: int, why: list) -> Way | None:
+    def _way(
+        self, gang: Gang, key: str, option: list[tuple[Flavor, ...]], shape: int, why: list
+    ) -> Way | None:
         pods = self._pods_of.get(shape)
         if pods is None:  # gangs of one shape have the same pods (what the checks read is the shape)
             pods = self._pods_of[shape] = pods_of(gang, option)
         topology = topology_of(gang)
         ranked = self._ranking(shape, pods, why)
         if topology is None:
-            way = self._onto_rooms(gang, pods, ready=True)
+            way = self._onto_rooms(key, pods, ready=True)
             if self.ready_verdict and not way.new and way.changed and all(r.ready for r in way.changed):
                 # Everything fits the Ready nodes by this arithmetic, yet the scheduler found
                 # no room there: its verdict wins, so plan without the Ready nodes.
-                way = self._onto_rooms(gang, pods, ready=False)
+                way = self._onto_rooms(key, pods, ready=False)
             if not way.new:
                 return Way((0,), way.changed, "", [])
-            return self._new_nodes(self._left(shape, way), ranked, way, gang, False, why)
+            return self._new_nodes(self._left(shape, way), ranked, way, False, why)
         # A topology level: one pool's nodes (coming up or new) share its domain, so the gang
         # goes to one pool; a level the pool does not label (the hostname) means one node.
         found: list[Way] = []
         for rank, name in ranked:
             per_node = topology not in self.pools[name].template.labels
-            way = self._onto(gang, pods, self._pool_classes(name), ready=False)
+            way = self._onto(key, pods, self._pool_classes(name), ready=False)
             if per_node and way.changed and (way.new or len(way.changed) > 1):
                 way = Way((), [], "", pods)
             if not way.new:
                 return Way((0,), way.changed, "", [])
-            pick = self._new_nodes(self._left(shape, way), [(rank, name)], way, gang, per_node, why, topology)
+            pick = self._new_nodes(self._left(shape, way), [(rank, name)], way, per_node, why, topology)
             if pick is not None:
                 found.append(pick)
         return min(found, key=lambda w: w.rank) if found else None
@@ -171,7 +180,6 @@ class Planner:
         left: Hashable,
         ranked: list[tuple[tuple, str]],
         way: Way,
-        gang: Gang,
         per_node: bool,
         why: list,
         topology: str | None = None,
@@ -224,10 +232,10 @@ class Planner:
             ]
         return hit
 
-    def _onto_rooms(self, gang: Gang, pods: list[PlanPod], ready: bool) -> Way:
-        return self._onto(gang, pods, self.open, ready)
+    def _onto_rooms(self, key: str, pods: list[PlanPod], ready: bool) -> Way:
+        return self._onto(key, pods, self.open, ready)
 
-    def _onto(self, gang: Gang, pods: list[PlanPod], classes: dict[int, OpenRooms], ready: bool) -> Way:
+    def _onto(self, key: str, pods: list[PlanPod], classes: dict[int, OpenRooms], ready: bool) -> Way:
         """Place what fits on the open rooms of ``classes`` (Ready ones too when ``ready``);
         the rooms changed are copies; ``new`` holds the pods left."""
         copies: dict[int, Room] = {}
@@ -238,7 +246,6 @@ class Planner:
         start: dict[int, int] = {}
         orders: dict[int, list[int]] = {}  # per kind of pod, the classes to try, in order
         everywhere = classes is self.open
-        key = gang.key
         j, n = 0, len(pods)
         while j < n:
             pod = pods[j]
