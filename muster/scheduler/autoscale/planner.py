@@ -73,9 +73,9 @@ class Planner:
 
     def place(self, gang: Gang, out: ScalePlan) -> None:
         key = gang.key  # a property that formats: taken once
-        options = gang.options or [[() for _ in gang.pod_sets]]
+        options = gang.options or [[()] * len(gang.pod_sets)]
         # a shape is interned once per gang: the caches below hash an int, not nested tuples
-        shapes = tuple(self._intern(shape_of(gang, option)) for option in options)
+        shapes = tuple([self._intern(shape_of(gang, option)) for option in options])
         hopeless = self._hopeless.get(shapes)
         if hopeless is not None and self._still_hopeless(*hopeless[:2]):
             # No room of a class it may use was opened, and no pool it may use changed its
