@@ -3,6 +3,7 @@ room there is, then on new nodes of the best pool; idle pool nodes found for rem
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
@@ -60,6 +61,7 @@ class Planner:
         self._counts: dict[tuple[Hashable, str], int | None] = {}
         self._fits: dict[tuple, int] = {}
         self._compat: dict[int, tuple[list[int], list[int]]] = {}
+        self._compat_rooms: dict[int, list[OpenRooms]] = {}
         self._option_cache: dict[tuple, list[tuple]] = {}
         self._packed: dict[tuple[Hashable, str], list[Room]] = {}  # per (pods left, pool)
         self._viable: dict[int, int] = {}  # per cached options list, the first that may still be
@@ -244,7 +246,7 @@ class Planner:
         # Per kind of pod, where its search resumes: rooms only lose room while the gang is
         # placed, so the classes before the one that took its last pod have none left for it.
         start: dict[int, int] = {}
-        orders: dict[int, list[int]] = {}  # per kind of pod, the classes to try, in order
+        orders: dict[int, list[OpenRooms]] = {}  # per kind of pod, the classes to try, in order
         everywhere = classes is self.open
         j, n = 0, len(pods)
         while j < n:
@@ -263,47 +265,63 @@ class Planner:
             order = orders.get(pid)
             if order is None:
                 order = orders[pid] = (
-                    self._compatible(pod)
+                    self._compatible_rooms(pod)
                     if everywhere
-                    else [c for c in classes if not self._problem(pod, classes[c].sample.node, c)]
+                    else [o for c, o in classes.items() if not self._problem(pod, o.sample.node, c)]
                 )
-            # a class whose roomiest open room lacks the pod's whole GPUs has no candidate
+            # Open rooms are bucketed by their whole free GPUs, so a pod asking for g of them
+            # looks only at rooms with at least g (fewest first: best fit); a class whose
+            # roomiest open room lacks them has none.
             need = pod.gpus if pod.gpus and pod.whole else 0
-            placed = False
-            i = start.get(pid, 0)
-            while i < len(order):
-                opened = classes[order[i]]
-                if opened.most >= need and (ready or not opened.all_ready):
-                    for room in opened.candidates(pod):
+            trial = None
+            for i in range(start.get(pid, 0), len(order)):
+                opened = order[i]
+                if opened.most < need or (opened.all_ready and not ready):
+                    continue
+                keys, buckets = opened.keys, opened.buckets
+                for k in keys[bisect_left(keys, need) :]:
+                    for room in buckets[k]:
                         if room.ready and not ready:
                             continue
                         trial = copies.get(room.slot) or room
                         if trial.fits(pod, key):
                             if trial is room:
                                 trial = copies[room.slot] = room.copy()
-                            trial.take(pod, key)
-                            # the rooms before this one had no room for a pod like it, and
-                            # still have none: the next like it goes here while it fits
-                            while j < n and pods[j] is pod and trial.fits(pod, key):
-                                trial.take(pod, key)
-                                j += 1
-                            placed = True
                             break
-                    if placed:
+                        trial = None
+                    if trial is not None:
                         break
-                i += 1
+                if trial is not None:
+                    break
+            else:
+                i = len(order)
             start[pid] = i
-            if not placed:
+            if trial is None:
                 failed.add(pid)
                 if not copies and nofit is not None:  # a fact about the open rooms, not this gang
                     self._nofit[nofit] = self._added
                 left.append(pod)
+                continue
+            trial.take(pod, key)
+            # the rooms before this one had no room for a pod like it, and still have none:
+            # the next like it goes here while it fits
+            while j < n and pods[j] is pod and trial.fits(pod, key):
+                trial.take(pod, key)
+                j += 1
         return Way((), list(copies.values()), "", left)  # type: ignore[arg-type]
 
     def _pool_classes(self, pool: str) -> dict[int, OpenRooms]:
         """The open rooms of ``pool`` by class (a pool's nodes are of one class)."""
         cls = self.classes[pool]
         return {cls: self.open[cls]} if cls in self.open else {}
+
+    def _compatible_rooms(self, pod: PlanPod) -> list[OpenRooms]:
+        """:meth:`_compatible`, the open rooms of each class (the classes never change)."""
+        classes = self._compatible(pod)
+        hit = self._compat_rooms.get(pod.kid)
+        if hit is None or len(hit) != len(classes):
+            hit = self._compat_rooms[pod.kid] = [self.open[c] for c in classes]
+        return hit
 
     def _compatible(self, pod: PlanPod) -> list[int]:
         """The classes of rooms the pod may ever go to (cached per kind of pod)."""

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
-from collections.abc import Iterator
+from bisect import insort
 from dataclasses import dataclass
 
 from muster.scheduler.autoscale.model import Bin, Gang, Pool, ScalePlan
@@ -176,13 +175,6 @@ class OpenRooms:
                 self.keys.remove(was)
                 self.most = self.keys[-1] if self.keys else -1
         self.add(room)
-
-    def candidates(self, pod: PlanPod) -> Iterator[Room]:
-        need = pod.gpus if pod.gpus and pod.whole else 0
-        keys = self.keys
-        buckets = self.buckets
-        for j in range(bisect_left(keys, need), len(keys)):
-            yield from buckets[keys[j]]
 
 
 @dataclass(slots=True)
