@@ -179,3 +179,17 @@ def test_a_topology_gang_goes_to_the_cheapest_pool_of_equal_rank():
     pools = [pool("dear", 9.0, labels={"rack": "r1"}), pool("cheap", 5.0, labels={"rack": "r2"})]
     out = plan([gang("x", 2, 8, topology_required="rack")], pools, [])
     assert [n.pool for n in out.launch] == ["cheap", "cheap"]
+
+
+def test_anti_affinity_counts_one_node_per_pod_even_after_a_gang_like_it_without():
+    # Two 4-GPU pods fit one 8-GPU node ("big", 1.0 a node) unless they must not share one:
+    # then two 4-GPU nodes ("small", 0.6 a node) are cheaper than two big ones.
+    pools = [pool("big", 1.0, gpus=8), pool("small", 0.6, gpus=4)]
+    shared, apart = gang("shared", 2, 4), gang("apart", 2, 4, anti_affinity=True)
+    apart.queue_time = 1.0
+    out = plan([shared, apart], pools, [])
+    assert [(n.pool, n.gangs) for n in out.launch] == [
+        ("big", ["default/shared"]),
+        ("small", ["default/apart"]),
+        ("small", ["default/apart"]),
+    ]

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from bisect import insort
 from dataclasses import dataclass
 
 from muster.scheduler.autoscale.model import Bin, Gang, Pool, ScalePlan
@@ -26,14 +26,12 @@ class PlanPod:
     key: tuple  # everything the static checks read
     kid: int = -1  # ``key`` interned by the planner (cheap to hash)
     pid: int = -1  # ``key[:4]`` (what the placement checks read) interned by the planner
+    anti: bool = False  # one per node per gang (the pod set's anti-affinity)
+    whole: bool = False  # whole devices, not shares
 
-    @property
-    def anti(self) -> bool:
-        return self.pod_set.anti_affinity
-
-    @property
-    def whole(self) -> bool:
-        return self.milli >= GPU_MILLI and not self.memory
+    def __post_init__(self) -> None:
+        self.anti = self.pod_set.anti_affinity
+        self.whole = self.milli >= GPU_MILLI and not self.memory
 
 
 class Room:
@@ -90,21 +88,28 @@ class Room:
         return need <= self.max_free
 
     def take(self, pod: PlanPod, gang: str) -> None:
+        free = self.free
         for r, v in pod.requests:
-            self.free[r] = self.free.get(r, 0) - v
+            free[r] = free.get(r, 0) - v
         if pod.gpus:
+            gpu = self.gpu
             if pod.whole:
-                left = pod.gpus
-                for i, d in enumerate(self.gpu):
-                    if left and d == GPU_MILLI:
-                        self.gpu[i] = 0
-                        left -= 1
+                # the first whole devices are taken; while whole ones are left, the most free
+                # on one device is what it was
+                taken = min(pod.gpus, self.whole)
+                i = -1
+                for _ in range(taken):
+                    i = gpu.index(GPU_MILLI, i + 1)
+                    gpu[i] = 0
+                self.whole -= taken
+                if not self.whole:
+                    self.max_free = max(gpu, default=0)
             else:
                 need = share_milli(pod, self.node)
-                best = min((d, i) for i, d in enumerate(self.gpu) if d >= need)[1]
-                self.gpu[best] -= need
-            self.whole = self.gpu.count(GPU_MILLI)
-            self.max_free = max(self.gpu, default=0)
+                best = min((d, i) for i, d in enumerate(gpu) if d >= need)[1]
+                gpu[best] -= need
+                self.whole = gpu.count(GPU_MILLI)
+                self.max_free = max(gpu, default=0)
         self.users.add(gang)
 
     def copy(self, users: set[str] | None = None) -> Room:
@@ -132,26 +137,33 @@ class Room:
         self.free, self.gpu, self.users = other.free, other.gpu, other.users
         self.whole, self.max_free = other.whole, other.max_free
 
-    def has_room(self) -> bool:
-        return self.max_free > 0 or not self.node.gpus
-
 
 class OpenRooms:
     """The rooms of one class that may still take a pod, bucketed by their whole free GPUs, so
     a pod asking for g GPUs looks only at rooms with at least g (fewest first: best fit)."""
 
-    __slots__ = ("buckets", "most", "pool", "sample")
+    __slots__ = ("all_ready", "buckets", "keys", "most", "pool", "sample")
 
     def __init__(self, sample: Room) -> None:
         self.sample = sample  # any room of the class (the static checks read its node)
         self.pool = sample.pool
         self.buckets: dict[int, list[Room]] = {}
+        self.keys: list[int] = []  # the buckets' keys, sorted
         self.most = -1  # the most whole GPUs free on one open room (-1: no open room)
+        self.all_ready = True  # no room that is not Ready was ever added
 
     def add(self, room: Room) -> None:
-        if room.has_room():
-            self.buckets.setdefault(room.whole, []).append(room)
-            self.most = max(self.most, room.whole)
+        if not room.ready:
+            self.all_ready = False
+        if room.max_free > 0 or not room.node.gpus:
+            members = self.buckets.get(room.whole)
+            if members is None:
+                self.buckets[room.whole] = [room]
+                insort(self.keys, room.whole)
+                if room.whole > self.most:
+                    self.most = room.whole
+            else:
+                members.append(room)
 
     def moved(self, room: Room, was: int) -> None:
         """``room`` had ``was`` whole GPUs free before a commit."""
@@ -160,19 +172,15 @@ class OpenRooms:
             members.remove(room)
             if not members:
                 del self.buckets[was]
-                self.most = max(self.buckets, default=-1)
+                self.keys.remove(was)
+                self.most = self.keys[-1] if self.keys else -1
         self.add(room)
-
-    def candidates(self, pod: PlanPod) -> Iterator[Room]:
-        need = pod.gpus if pod.gpus and pod.whole else 0
-        for k in sorted(self.buckets):
-            if k >= need:
-                yield from self.buckets[k]
 
 
 @dataclass(slots=True)
 class Way:
-    """One way to place a gang: its rank, the rooms it changes (copies) and the new nodes."""
+    """One way to place a gang: its rank, the rooms it changes (copies) and the new nodes (shared
+    by the gangs that need the same: copied when the way is taken)."""
 
     rank: tuple
     changed: list[Room]
@@ -231,25 +239,28 @@ def pods_of(gang: Gang, option: list[tuple[Flavor, ...]]) -> list[PlanPod]:
 
 
 def shape_of(gang: Gang, option: list[tuple[Flavor, ...]]) -> tuple:
-    return (
-        tuple(
+    """Everything of a gang and flavor option that the planner reads (taken once per gang: a
+    plain loop, dict items sorted only when there are several)."""
+    key = []
+    for ps in gang.pod_sets:
+        req, sel = ps.requests, ps.node_selector
+        key.append(
             (
                 ps.count,
-                tuple(sorted(ps.requests.items())),
+                tuple(sorted(req.items())) if len(req) > 1 else tuple(req.items()),
                 ps.gpus,
                 ps.gpu_milli,
                 ps.gpu_memory,
                 ps.gpu_models,
-                tuple(sorted(ps.node_selector.items())),
+                tuple(sorted(sel.items())) if len(sel) > 1 else tuple(sel.items()),
                 ps.node_affinity,
                 ps.tolerations,
                 ps.topology_required,
                 ps.anti_affinity,
             )
-            for ps in gang.pod_sets
-        ),
-        tuple(tuple(f.name for f in fl) for fl in option),
-    )
+        )
+    names = tuple(tuple(f.name for f in fl) for fl in option) if gang.options else ((),) * len(key)
+    return (tuple(key), names)
 
 
 def topology_of(gang: Gang) -> str | None:
