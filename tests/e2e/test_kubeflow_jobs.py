@@ -18,23 +18,47 @@ pytestmark = pytest.mark.slow
 PRINT = "import json, os, sys; print(json.dumps({'tf': os.environ['TF_CONFIG'], 'prefix': sys.prefix}))"
 
 
-def _replica(count: int) -> dict:
+# The job succeeds when its chief does, and its workers' pods are then stopped (Kubeflow's
+# rule): the chief waits, up to a minute, for both workers' marks, so that every
+# replica has printed before the job ends (the marks go to the directory in $MARKS).
+CHIEF_WAITS = (
+    "import glob, os, time; deadline = time.time() + 60\n"
+    "while len(glob.glob(os.path.join(os.environ['MARKS'], 'worker-*'))) < 2 and time.time() < deadline:"
+    " time.sleep(0.05)"
+)
+WORKER_MARKS = (
+    "import json, os; t = json.loads(os.environ['TF_CONFIG'])['task'];"
+    " open(os.path.join(os.environ['MARKS'], f\"worker-{t['index']}\"), 'w').close()"
+)
+
+
+def _replica(count: int, then: str, marks: Path) -> dict:
     # `python` as a user writes it: the server's environment's (docs/runtime-local.md)
     container = {
         "name": "tensorflow",
         "image": "tensorflow/tensorflow:2.15.0",
-        "command": ["python", "-c", PRINT],
+        "command": ["python", "-c", f"{PRINT}\n{then}"],
+        "env": [{"name": "MARKS", "value": str(marks)}],
     }
     return {"replicas": count, "template": {"spec": {"containers": [container]}}}
 
 
+def _tfjob(marks: Path) -> dict:
+    marks.mkdir(parents=True, exist_ok=True)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist"},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Chief": _replica(1, CHIEF_WAITS, marks),
+                "Worker": _replica(2, WORKER_MARKS, marks),
+            }
+        },
+    }
+
+
 IMAGE = "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"
-TFJOB = {
-    "apiVersion": "kubeflow.org/v1",
-    "kind": "TFJob",
-    "metadata": {"name": "mnist"},
-    "spec": {"tfReplicaSpecs": {"Chief": _replica(1), "Worker": _replica(2)}},
-}
 # Relies on its image's entrypoint, as manifests written for Kubernetes do.
 NO_COMMAND = {
     "apiVersion": "kubeflow.org/v1",
@@ -58,7 +82,9 @@ def test_a_tfjob_runs_with_tf_config_and_a_job_without_command_is_explained(must
         yaml.safe_load((REPO / "examples" / f"kubeflow-{k}.yaml").read_text()) for k in ("tfjob", "mpijob")
     ]
     with cluster(muster_home, gpus=1) as (up, client):
-        tf_result, entry_result, *_ = client.apply([TFJOB, NO_COMMAND, *examples])
+        tf_result, entry_result, *_ = client.apply(
+            [_tfjob(muster_home.parent / "marks"), NO_COMMAND, *examples]
+        )
         assert (tf_result["kind"], tf_result["name"]) == ("TrainingJob", "mnist")
         (warning,) = [w for w in entry_result["warnings"] if ".command" in w]
         assert warning.startswith(

@@ -98,7 +98,9 @@ def test_a_model_served_from_zero_through_the_gateway(muster_home: Path, python_
         applied = run_cli(muster_home, "apply", "-f", str(EXAMPLES / "tiny-llm.yaml"))
         assert applied.returncode == 0, applied.stderr
         with gateway(up) as gw:
-            assert gw.get("/v1/models").json()["data"][0]["id"] == "tiny-llm"
+            # Applied is stored; the gateway knows the model once the controller has seen it.
+            models = wait_for(lambda: gw.get("/v1/models").json()["data"], timeout=30, what="the model")
+            assert models[0]["id"] == "tiny-llm"
             with gateway(up, token=None) as anonymous:
                 assert anonymous.get("/v1/models").status_code == 401
             # The first request waits at the gateway while the service scales up from zero.
