@@ -359,12 +359,12 @@ class Manager:
         full = self.ctx.now() >= self._next_resync
         started = _elapsed()
         with self.ctx.batch():
-            self._pass(changes)
+            self._pass(changes, full)
         if full and self.config.resync_seconds > 0:  # 0: every pass resyncs, as asked (tests)
             spent = _elapsed() - started
             self._next_resync = max(self._next_resync, self.ctx.now() + spent / _RESYNC_SHARE)
 
-    def _pass(self, changes: Iterable[PodStatusChange]) -> None:
+    def _pass(self, changes: Iterable[PodStatusChange], full: bool) -> None:
         ctx = self.ctx
         now = ctx.now()
         forced: set[Key] = set()
@@ -376,7 +376,6 @@ class Manager:
         sampled = self.gpus.due(now) or (bool(answered) and self.gpus.enabled)
         if sampled:  # injected readings show at once
             self._sample_gpus(now)
-        full = now >= self._next_resync
         reports = list(changes)
         metrics_due = self.experiments.metrics_due(now)
         if not (changed or reports or full or self.nodes.due() or sampled or answered or metrics_due):
