@@ -185,10 +185,12 @@ def observe(c: ContainerRecord, pod: PodRecord) -> None:
     if _read_status(c, pod):
         return
     if c.shim_pid is None and c.popen is None:
+        if c.spawning:  # the spawner's result says how it went: nothing to read meanwhile
+            return
         launch = read_json(c.files.launch)
-        if launch is not None:  # the shim recorded itself before its start was collected
+        if launch is not None:  # an adopted shim that recorded itself after the adoption
             c.shim_pid, c.shim_ctime = launch["shim_pid"], launch["shim_create_time"]
-        elif not c.spawning and time.time() - c.spec_time > LAUNCH_TIMEOUT:
+        elif time.time() - c.spec_time > LAUNCH_TIMEOUT:
             mark_lost(c, pod, "the runtime stopped before it started the shim")
         return
     if c.state is CState.RUNNING and process_alive(c.pid, c.ctime):
