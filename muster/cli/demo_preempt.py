@@ -26,6 +26,7 @@ from rich.table import Table
 from muster.api.labels import JOB_NAME_LABEL
 from muster.api.lifecycle import JobPhase, job_phase
 from muster.cli.app import console
+from muster.store.events import refers_to
 
 __all__ = ["preemption_act"]
 
@@ -179,6 +180,18 @@ def _table(tracks: dict[str, _Track]) -> Table:
     return table
 
 
+def _restart_reasons(client: Any, name: str) -> list[str]:
+    """Why a job's gang was restarted, from its events (a restart is a replica's failure; the
+    live view may not sample the short Restarting phase)."""
+    job = client.get("TrainingJob", name, "default")
+    events = [e for e in client.list("Event", "default")["items"] if refers_to(e, job)]
+    return [
+        f"# job/{name} was restarted: {e.get('message', '')}"
+        for e in sorted(events, key=lambda e: e.get("lastTimestamp") or "")
+        if e.get("reason") == "Restarting"
+    ]
+
+
 def _summary(client: Any, tracks: dict[str, _Track]) -> None:
     table = Table(title="summary", title_justify="left")
     for col in ("JOB", "RESULT", "WAITED", "RAN", "GPU-SECONDS", "PREEMPTIONS", "RESTARTS"):
@@ -197,6 +210,9 @@ def _summary(client: Any, tracks: dict[str, _Track]) -> None:
         )
     console.print()
     console.print(table)
+    for t in tracks.values():
+        for line in _restart_reasons(client, t.name):
+            console.print(line, markup=False)
     console.print(
         "# Times are sampled by this view every 0.25 s. A preemption is not a restart: it does not "
         "count against backoffLimit, and the job resumed from its checkpoint.\n"

@@ -27,5 +27,6 @@ def test_demo_runs_the_tour(muster_home: Path):
     assert "job/urgent: Succeeded" in out and "job/ddp: Succeeded" in out
     summary = out.split("summary")[-1]
     ddp_row = next(line for line in summary.splitlines() if "ddp" in line).split("│")
-    assert [c.strip() for c in ddp_row[-3:-1]] == ["1", "0"]  # one preemption, no restart
+    # one preemption, no restart (a restart's reason is printed below the summary)
+    assert [c.strip() for c in ddp_row[-3:-1]] == ["1", "0"], summary
     assert list(muster_home.iterdir()) == []  # the demo's home was a temporary directory
