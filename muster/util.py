@@ -1,16 +1,18 @@
 """Small runtime utilities the server, the CLI and the tests share: waiting on a condition with a
-deadline, finding a free local port, a byte count for people, and a package's names imported on
-first use."""
+deadline, finding a free local port, a byte count for people, a package's names imported on
+first use, and the cycle collector paused over a burst of allocations."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["free_port", "lazy_names", "size_text", "wait_for"]
+__all__ = ["free_port", "lazy_names", "paused_gc", "size_text", "wait_for"]
 
 T = TypeVar("T")
 
@@ -65,3 +67,21 @@ def lazy_names(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
         return getattr(importlib.import_module(module), name)
 
     return __getattr__
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Keep Python's cycle collector off for the block (as it was before, after).
+
+    For computations that build many short-lived containers and no reference cycles (the
+    autoscaler's plan): their garbage is freed by reference counting as usual, while every
+    few hundred surviving containers would otherwise start a collection that walks all the
+    young objects again (about a fifth of a plan's time). Process-wide, so only for blocks
+    of milliseconds; a cycle made meanwhile is collected at the next collection after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -39,6 +39,7 @@ from muster.controllers.scheduling.cluster import build_flavors, build_nodes
 from muster.controllers.scheduling.snapshot import pod_set_of
 from muster.scheduler import GPU_MILLI, Flavor, Node
 from muster.scheduler.autoscale import Bin, Gang, Pool, ScalePlan, plan
+from muster.util import paused_gc
 
 __all__ = ["CAPACITY_REASONS", "Autoscaler"]
 
@@ -77,7 +78,8 @@ class Autoscaler:
         if not pools:  # nothing to scale (and no "no NodePool" warning for clusters without any)
             self.last = ScalePlan()
             return
-        decided = plan(gangs, views, bins, now, ready_verdict=ready_verdict)
+        with paused_gc():  # the plan makes thousands of containers and no cycles (util.paused_gc)
+            decided = plan(gangs, views, bins, now, ready_verdict=ready_verdict)
         self.last = decided
         made = self._launch(decided, pools, now)
         self._record_waits(decided, made, claims, now)

@@ -456,6 +456,10 @@ class Planner:
 
     def _pack(self, pods: list[PlanPod], pool: str, gang: str) -> list[Room]:
         """New nodes of ``pool`` holding ``pods``: first fit, largest pods first."""
+        if pods and pods.count(pods[0]) == len(pods):  # one kind of pod (PlanPods compare by identity)
+            per = self._per_node(pods[0], self.pools[pool])
+            if per:
+                return self._pack_alike(pods[0], len(pods), per, pool, gang)
         rooms: list[Room] = []
         for pod in pods:
             for room in rooms:
@@ -466,6 +470,25 @@ class Planner:
                 room = self._fresh(pool)
                 room.take(pod, gang)
                 rooms.append(room)
+        return rooms
+
+    def _pack_alike(self, pod: PlanPod, n: int, per: int, pool: str, gang: str) -> list[Room]:
+        """First fit of ``n`` pods like ``pod``, ``per`` to a node (:meth:`_per_node`): the nodes
+        fill one after the other, so one full node is filled once and copied."""
+        rooms: list[Room] = []
+        full: Room | None = None
+        while n > 0:
+            k = min(per, n)
+            if k == per and full is not None:
+                rooms.append(full.copy())
+            else:
+                room = self._fresh(pool)
+                for _ in range(k):
+                    room.take(pod, gang)
+                if k == per:
+                    full = room
+                rooms.append(room)
+            n -= k
         return rooms
 
     def _fresh(self, pool: str) -> Room:
