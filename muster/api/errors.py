@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the CLI reads FieldErrors without loading pydantic
     from pydantic import ValidationError
 
-__all__ = ["FieldError", "InvalidObject", "child_path", "errors_from_pydantic", "format_path"]
+__all__ = ["FieldError", "InvalidObject", "child_path", "error_line", "errors_from_pydantic", "format_path"]
 
 _MISSING = object()
 
@@ -52,6 +52,12 @@ class FieldError:
             got=data.get("got", _MISSING),
             hint=data.get("hint", ""),
         )
+
+
+def error_line(where: str, error: FieldError) -> str:
+    """``job.yaml[1] spec.replicaSpecs.Worker.replicas: must be >= 1, got 0``: an error of a
+    document, after where the document came from."""
+    return f"{where} {error}" if error.path else f"{where}: {error}"
 
 
 @dataclass

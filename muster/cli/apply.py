@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 
+from muster.api.errors import error_line
 from muster.cli.app import app, console, err_console
 from muster.cli.common import BadInput, ServerOpt, TokenOpt, connect, handle_errors
-from muster.cli.manifests import Document, error_line, load_documents, locate
+from muster.cli.manifests import read_sources
 from muster.sdk.errors import Invalid
 
 __all__ = ["apply"]
@@ -28,14 +29,15 @@ def apply(
     """Create or update the objects in FILE (multi-document YAML or JSON).
 
     Every document is validated first; if any is bad, nothing is applied and each problem
-    is printed as FILE[DOC] PATH: RULE (exit status 2)."""
+    is printed as FILE[DOC] PATH: RULE (exit status 2). The server parses the files (this
+    command stays quick to start: docs/cli.md)."""
     with handle_errors():
-        docs = load_documents(filename)
+        sources = read_sources(filename)
         with connect(server, token) as client:
             try:
-                results = client.apply([d.body for d in docs], dry_run=dry_run)
+                results = client.apply_sources(sources, dry_run=dry_run)
             except Invalid as exc:
-                raise BadInput(_error_lines(docs, exc)) from None
+                raise BadInput(_error_lines(exc)) from None
     suffix = " (dry run)" if dry_run else ""
     for result in results:
         ref = f"{result['kind'].lower()}/{result['name']}"
@@ -44,9 +46,10 @@ def apply(
         console.print(f"{ref} {result['action']}{suffix}", markup=False)
 
 
-def _error_lines(docs: list[Document], exc: Invalid) -> list[str]:
+def _error_lines(exc: Invalid) -> list[str]:
     lines = []
-    for index, error in exc.field_errors():
-        lines.append(error_line(locate(docs, index) if index is not None else "request", error))
+    for data, (index, error) in zip(exc.errors, exc.field_errors(), strict=True):
+        where = data.get("where") or (f"document {index}" if index is not None else "request")
+        lines.append(error_line(where, error))
     lines.append("error: nothing was applied; fix the documents above and apply again")
     return lines

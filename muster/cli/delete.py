@@ -112,7 +112,8 @@ def _from_files(files: list[str]) -> list[tuple[str, str, str | None]]:
     # Imported here: reading YAML and validating (a foreign kind converts to the native one it
     # names, which needs the models) are for `delete -f`; `muster delete KIND NAME` needs neither.
     from muster.api import registry
-    from muster.cli.manifests import error_line, load_documents
+    from muster.api.errors import error_line
+    from muster.cli.manifests import load_documents
 
     docs = load_documents(files)
     targets: list[tuple[str, str, str | None]] = []

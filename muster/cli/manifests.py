@@ -1,68 +1,45 @@
-"""Reading ``-f FILE|DIR|-``: multi-document YAML or JSON, each document remembered with
-its source and 0-based index, so every error can say ``job.yaml[1] spec...: rule``.
-
-A directory contributes its ``*.yaml``, ``*.yml`` and ``*.json`` files in name order. A
-JSON file may hold one object or a list of them; a ``kind: List`` document contributes its
-``items``. Empty YAML documents (a trailing ``---``) are skipped but keep their index.
-
-A mapping that names a key twice is an error (as kubectl's strict decoding): YAML and JSON
-parsers keep the last value silently, so the object applied would not be the one the file
-seems to describe.
-"""
+"""Reading ``-f FILE|DIR|-``: the texts of the files (a directory contributes its ``*.yaml``,
+``*.yml`` and ``*.json`` files in name order; ``-`` is stdin), parsed here for ``delete -f``
+and sent as they are by ``apply``, whose server parses them (:mod:`muster.api.manifests`)."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
-import yaml
-
-from muster.api.errors import FieldError, format_path
 from muster.cli.common import BadInput
 
-__all__ = ["Document", "error_line", "load_documents", "locate"]
+if TYPE_CHECKING:
+    from muster.api.manifests import Document
+
+__all__ = ["load_documents", "read_sources"]
 
 _SUFFIXES = (".yaml", ".yml", ".json")
-_DUPLICATE = "duplicate key{lines}; a mapping may name each key once"
 
 
-@dataclass(frozen=True)
-class Document:
-    source: str  # the path as the user gave it (or joined under their directory), "-" for stdin
-    index: int  # 0-based position among the source's documents
-    body: Any
-
-    @property
-    def where(self) -> str:
-        return f"{self.source}[{self.index}]"
+def read_sources(paths: Iterable[str], stdin: IO[str] | None = None) -> list[tuple[str, str]]:
+    """``(name, text)`` of every file under ``paths``; raises BadInput listing every unreadable
+    one."""
+    problems: list[str] = []
+    sources = [pair for path in paths for pair in _sources(path, stdin or sys.stdin, problems)]
+    if problems:
+        raise BadInput(problems)
+    return sources
 
 
 def load_documents(paths: Iterable[str], stdin: IO[str] | None = None) -> list[Document]:
     """Every document of every path; raises BadInput listing every unreadable one."""
-    docs: list[Document] = []
-    problems: list[str] = []
-    for path in paths:
-        for source, text in _sources(path, stdin or sys.stdin, problems):
-            docs += _parse(source, text, problems)
+    from muster.api.manifests import parse_sources  # YAML's parser: only for the verbs parsing here
+
+    paths = list(paths)
+    docs, problems = parse_sources(read_sources(paths, stdin))
     if problems:
-        raise BadInput(problems)
+        raise BadInput([str(p) for p in problems])
     if not docs:
         raise BadInput([f"error: no documents in {', '.join(paths)}"])
     return docs
-
-
-def locate(docs: list[Document], index: int) -> str:
-    """``file[i]`` of the ``index``-th document sent (the server reports that index)."""
-    return docs[index].where if 0 <= index < len(docs) else f"document {index}"
-
-
-def error_line(where: str, error: FieldError) -> str:
-    """``job.yaml[1] spec.replicaSpecs.Worker.replicas: must be >= 1, got 0``."""
-    return f"{where} {error}" if error.path else f"{where}: {error}"
 
 
 def _sources(path: str, stdin: IO[str], problems: list[str]) -> list[tuple[str, str]]:
@@ -81,107 +58,3 @@ def _sources(path: str, stdin: IO[str], problems: list[str]) -> list[tuple[str, 
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{path}: error: cannot read: {exc}")
     return []
-
-
-def _parse(source: str, text: str, problems: list[str]) -> list[Document]:
-    if source.endswith(".json"):
-        try:
-            data = json.loads(text, object_pairs_hook=_JsonObject)
-        except json.JSONDecodeError as exc:
-            problems.append(
-                f"{source}[0]: JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            )
-            return []
-        items = data if isinstance(data, list) else [data]
-        docs = [Document(source, i, body) for i, body in enumerate(_expand_lists(items))]
-        for doc in docs:
-            problems += [
-                f"{doc.where} {path}: {_DUPLICATE.format(lines='')}" for path in _json_duplicates(doc.body)
-            ]
-        return docs
-    docs: list[Document] = []
-    index = 0
-    loader = yaml.SafeLoader(text)
-    try:
-        while True:
-            try:
-                if not loader.check_node():
-                    break
-                node = loader.get_node()
-                duplicates = list(_yaml_duplicates(node, ()))
-                body = loader.construct_document(node)
-            except yaml.YAMLError as exc:
-                problems.append(f"{source}[{index}]: YAML syntax error{_mark(exc)}: {_problem(exc)}")
-                break
-            problems += [
-                f"{source}[{index}] {path}: {_DUPLICATE.format(lines=lines)}" for path, lines in duplicates
-            ]
-            for item in _expand_lists([body]):
-                if item is not None:
-                    docs.append(Document(source, index, item))
-            index += 1
-    finally:
-        loader.dispose()
-    return docs
-
-
-def _yaml_duplicates(node: yaml.Node, path: tuple[str | int, ...]) -> Iterator[tuple[str, str]]:
-    """``(path, " (lines A and B)")`` of every key a mapping under ``node`` names twice."""
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[tuple[str, str], yaml.Node] = {}
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
-                continue
-            first = seen.setdefault((key.tag, key.value), key)
-            if first is not key:
-                lines = f" (lines {first.start_mark.line + 1} and {key.start_mark.line + 1})"
-                yield format_path((*path, key.value)), lines
-            yield from _yaml_duplicates(value, (*path, key.value))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            yield from _yaml_duplicates(item, (*path, i))
-
-
-class _JsonObject(dict[str, Any]):
-    """A JSON object that remembers the keys it was given more than once."""
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        super().__init__(pairs)
-        counted: dict[str, int] = {}
-        for key, _ in pairs:
-            counted[key] = counted.get(key, 0) + 1
-        self.duplicates = [key for key, n in counted.items() if n > 1]
-
-
-def _json_duplicates(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key in getattr(value, "duplicates", ()):
-            yield format_path((*path, key))
-        for key, child in value.items():
-            yield from _json_duplicates(child, (*path, key))
-    elif isinstance(value, list):
-        for i, child in enumerate(value):
-            yield from _json_duplicates(child, (*path, i))
-
-
-def _expand_lists(items: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for item in items:
-        if isinstance(item, dict) and item.get("kind") == "List" and isinstance(item.get("items"), list):
-            out += item["items"]
-        else:
-            out.append(item)
-    return out
-
-
-def _mark(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-
-
-def _problem(exc: yaml.YAMLError) -> str:
-    problem = getattr(exc, "problem", None)
-    context = getattr(exc, "context", None)
-    if problem:
-        return f"{problem} ({context})" if context else str(problem)
-    return str(exc).splitlines()[0]

@@ -160,6 +160,15 @@ class Client:
         body = {"documents": list(documents), "dryRun": dry_run}
         return self._request("POST", f"{_PREFIX}/apply", json_body=body)["results"]
 
+    def apply_sources(
+        self, sources: Sequence[tuple[str, str]], dry_run: bool = False
+    ) -> list[dict[str, Any]]:
+        """:meth:`apply` of the documents in ``(name, text)`` sources (multi-document YAML, or
+        JSON where the name ends in ``.json``), parsed by the server. Every error of an Invalid
+        raised also says ``where`` (``job.yaml[1]``)."""
+        body = {"sources": [{"name": name, "text": text} for name, text in sources], "dryRun": dry_run}
+        return self._request("POST", f"{_PREFIX}/apply", json_body=body)["results"]
+
     def watch(
         self,
         kind: str,

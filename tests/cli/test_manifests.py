@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from muster.cli.common import BadInput
-from muster.cli.manifests import load_documents, locate
+from muster.cli.manifests import load_documents
 
 
 def write(path: Path, text: str) -> str:
@@ -63,10 +63,9 @@ def test_missing_file_and_empty_input(tmp_path: Path):
         load_documents([empty])
 
 
-def test_locate(tmp_path: Path):
+def test_where(tmp_path: Path):
     docs = load_documents([write(tmp_path / "a.yaml", "kind: A\n---\nkind: B\n")])
-    assert locate(docs, 1).endswith("a.yaml[1]")
-    assert locate(docs, 7) == "document 7"
+    assert docs[1].where.endswith("a.yaml[1]")
 
 
 def test_a_duplicate_key_is_an_error_naming_its_path_and_lines(tmp_path: Path):

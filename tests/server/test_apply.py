@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import yaml
 from fastapi.testclient import TestClient
 
 from muster.testing.factories import flavor, local_queue, training_job
@@ -91,3 +94,58 @@ def test_foreign_kinds_convert_and_namespaces_are_objects(api: TestClient):
 def test_bad_request_shape(api: TestClient):
     resp = api.post(APPLY, json={"docs": []})
     assert resp.status_code == 400 and resp.json()["error"]["reason"] == "BadRequest"
+
+
+def apply_sources(api: TestClient, *sources: tuple[str, str], dry_run: bool = False):
+    body = {"sources": [{"name": n, "text": t} for n, t in sources], "dryRun": dry_run}
+    return api.post(APPLY, json=body)
+
+
+def test_sources_are_parsed_by_the_server_and_errors_say_where(api: TestClient):
+    """What `muster apply -f` sends: the files' texts (YAML, or JSON for *.json), so the CLI
+    never loads a YAML parser; every error names the file and document it is in."""
+    good = yaml.safe_dump(flavor("f"))
+    bad = yaml.safe_dump(training_job("bad", workers=0))
+    other = ("b.json", json.dumps([training_job("c")]))
+    resp = apply_sources(api, ("a.yaml", f"{good}---\n---\n{bad}"), other)
+    assert resp.status_code == 422
+    [error] = resp.json()["error"]["errors"]
+    # the empty document keeps its index: the bad one is a.yaml's third
+    assert error["where"] == "a.yaml[2]" and error["document"] == 1
+    assert error["path"] == "spec.replicaSpecs.Worker.replicas"
+    assert names(api, "/apis/muster.dev/v1/resourceflavors") == []
+    ok = apply_sources(api, ("a.yaml", good), other)
+    assert ok.status_code == 200 and [r["name"] for r in ok.json()["results"]] == ["f", "c"]
+
+
+def test_unreadable_sources_store_nothing_and_each_problem_is_named(api: TestClient):
+    good = yaml.safe_dump(flavor("f"))
+    resp = apply_sources(
+        api,
+        ("ok.yaml", good),
+        ("dup.yaml", "kind: ResourceFlavor\nkind: ResourceFlavor\n"),
+        ("broken.yaml", "metadata: {name: a\n"),
+        ("x.json", '{"kind": }'),
+    )
+    assert resp.status_code == 422
+    errors = resp.json()["error"]["errors"]
+    assert [(e["where"], e["path"]) for e in errors] == [
+        ("dup.yaml[0]", "kind"),
+        ("broken.yaml[0]", ""),
+        ("x.json[0]", ""),
+    ]
+    assert "duplicate key (lines 1 and 2)" in errors[0]["rule"]
+    assert errors[1]["rule"].startswith("YAML syntax error at line")
+    assert errors[2]["rule"].startswith("JSON syntax error at line 1, column 10")
+    assert names(api, "/apis/muster.dev/v1/resourceflavors") == []
+
+
+def test_sources_without_documents_and_requests_with_both_or_neither_are_refused(api: TestClient):
+    empty = apply_sources(api, ("empty.yaml", "---\n"))
+    assert empty.status_code == 422
+    assert empty.json()["error"]["errors"][0]["rule"] == "no documents in empty.yaml"
+    both = api.post(APPLY, json={"documents": [flavor("f")], "sources": [{"name": "a", "text": "kind: A"}]})
+    neither = api.post(APPLY, json={})
+    for resp in (both, neither):
+        assert resp.status_code == 400 and "either documents" in resp.text
+    assert names(api, "/apis/muster.dev/v1/resourceflavors") == []

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.responses import Response
 
 from muster.api import registry
+from muster.api.manifests import parse_sources
 from muster.config import settings
 from muster.server.access.attributes import Attributes
 from muster.server.access.escalation import check_write
@@ -25,11 +26,30 @@ __all__ = ["router"]
 router = APIRouter(tags=["apply"], responses=ERROR_RESPONSES)
 
 
+class ApplySource(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(description="Where the text came from (a file; '-': stdin); JSON if named *.json.")
+    text: str = Field(description="Multi-document YAML, or JSON (one object or a list of them).")
+
+
 class ApplyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
-    documents: list[Any] = Field(description="Documents to create or update (native or convertible kinds).")
+    documents: list[Any] | None = Field(
+        default=None, description="Documents to create or update (native or convertible kinds)."
+    )
+    sources: list[ApplySource] | None = Field(
+        default=None,
+        description="Instead of documents: texts the server parses (errors then say where: job.yaml[1]).",
+    )
     dry_run: bool = Field(default=False, alias="dryRun", description="Validate and report actions only.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ApplyRequest:
+        if (self.documents is None) == (self.sources is None):
+            raise ValueError("give either documents (parsed objects) or sources (texts to parse), not both")
+        return self
 
 
 class ApplyResult(BaseModel):
@@ -67,15 +87,39 @@ def apply(request: Request, body: ApplyRequest) -> Response:
     queue = (
         manager.config.namespace_default_queue if manager is not None else settings().namespace_default_queue
     )
-    results = apply_documents(
-        store,
-        body.documents,
-        dry_run=body.dry_run,
-        authorize=authorize,
-        observe=access.control.observe,
-        namespace_queue=queue,
-    )
+    documents, where = body.documents, None
+    if body.sources is not None:
+        documents, where = _parse(body.sources)
+    try:
+        results = apply_documents(
+            store,
+            documents or [],
+            dry_run=body.dry_run,
+            authorize=authorize,
+            observe=access.control.observe,
+            namespace_queue=queue,
+        )
+    except ApiError as exc:
+        if where is not None and exc.errors:  # say where each bad document came from
+            for error in exc.errors:
+                index = error.get("document")
+                if isinstance(index, int) and 0 <= index < len(where):
+                    error["where"] = where[index]
+        raise
     return json_response({"results": results})
+
+
+def _parse(sources: list[ApplySource]) -> tuple[list[Any], list[str]]:
+    """The documents of the sources and where each came from; 422 naming every unreadable one
+    (syntax errors, duplicate keys) or an input without documents."""
+    docs, problems = parse_sources((s.name, s.text) for s in sources)
+    errors = [{**p.error.to_dict(), "where": p.where} for p in problems]
+    if not problems and not docs:
+        names = ", ".join(s.name for s in sources) or "the request"
+        errors = [{"path": "", "rule": f"no documents in {names}", "where": "error"}]
+    if errors:
+        raise ApiError(422, f"{len(errors)} unreadable document(s); nothing was applied", errors=errors)
+    return [d.body for d in docs], [d.where for d in docs]
 
 
 def _authorize(access: Access, store: Store, objects: list[tuple[int, dict[str, Any]]]) -> None:
