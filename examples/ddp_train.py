@@ -235,4 +235,11 @@ def _checksum(model: nn.Module) -> float:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything is done and on disk (checkpoints fsynced, lines flushed): end here, without the
+    # interpreter's teardown, where torch's C++ destructors (the store's and gloo's threads) can
+    # still abort after a clean finish ("terminate called without an active exception", exit
+    # 134) — which a controller rightly counts as a failed replica and restarts the gang for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

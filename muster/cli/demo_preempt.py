@@ -51,6 +51,8 @@ class _Track:
     step: str = ""
     announced: str = ""  # the state last printed
     preempted_by: str = ""
+    preemptions: int = 0  # recorded in the job's status
+    preemptions_told: int = 0  # printed (the Preempted phase may pass between two looks)
     seen: set[str] = field(default_factory=set)  # trainer lines already printed
 
 
@@ -122,6 +124,7 @@ def _observe(client: Any, track: _Track, now: float, dt: float, log: Path | None
     if preemptions:
         last = preemptions[-1]
         track.preempted_by = f" by {last.get('preemptor', '?')} ({last.get('reason', '?')})"
+    track.preemptions = len(preemptions)
     pods = client.list("Pod", "default", selector=f"{JOB_NAME_LABEL}={track.name}").get("items", [])
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     track.gpus = [
@@ -156,11 +159,14 @@ def _news(tracks: dict[str, _Track], log: Path) -> list[str]:
     checkpoint and resume lines (from every run's log: a restart rotates it to ``.1``)."""
     out: list[str] = []
     for t in tracks.values():
+        if t.preemptions > t.preemptions_told:  # from the status: told even if the phase passed
+            t.preemptions_told = t.preemptions
+            out.append(f"  job/{t.name}: Preempted{t.preempted_by}")
         if t.state != t.announced and not (t.state == "Running" and not t.gpus):
             t.announced = t.state
-            where = f" on {', '.join(t.gpus)}" if t.state == "Running" else ""
-            where = t.preempted_by if t.state == "Preempted" else where
-            out.append(f"  job/{t.name}: {t.state}{where}")
+            if t.state != "Preempted":
+                where = f" on {', '.join(t.gpus)}" if t.state == "Running" else ""
+                out.append(f"  job/{t.name}: {t.state}{where}")
     ddp = tracks["ddp"]
     for path in sorted(log.parent.glob("trainer.log*")) if log.parent.exists() else []:
         for line in path.read_text().splitlines():
