@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from muster.api.errors import error_line
+from muster.api.errors import FieldError, error_line
 from muster.cli.app import app, console, err_console
 from muster.cli.common import BadInput, ServerOpt, TokenOpt, connect, handle_errors
 from muster.cli.manifests import read_sources
@@ -48,8 +48,9 @@ def apply(
 
 def _error_lines(exc: Invalid) -> list[str]:
     lines = []
-    for data, (index, error) in zip(exc.errors, exc.field_errors(), strict=True):
+    for data in exc.errors:
+        index = data.get("document")
         where = data.get("where") or (f"document {index}" if index is not None else "request")
-        lines.append(error_line(where, error))
+        lines.append(error_line(where, FieldError.from_dict(data)))
     lines.append("error: nothing was applied; fix the documents above and apply again")
     return lines
