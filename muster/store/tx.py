@@ -14,6 +14,7 @@ notices.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -55,8 +56,8 @@ _SQL = {
     "log": (
         f"INSERT INTO changes (revision, type, kind, namespace, name, data) VALUES ({', '.join(['{p}'] * 6)})"
     ),
+    "set_revision": "UPDATE revision SET value = {p} WHERE id = 1",
 }
-_PARAMSTYLE = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 
 
 @dataclass
@@ -90,8 +91,7 @@ class Tx:
         self.retention = retention
         self.notify_channel = notify_channel
         self.max_object_bytes = max_object_bytes
-        q = select(schema.revision.c.value, schema.revision.c.compacted).where(schema.revision.c.id == 1)
-        self.revision, self.compacted = conn.execute(q.with_for_update()).one()
+        self.revision, self.compacted = schema.current_revision(conn, lock=True)
         self.writes = 0
         self._base: dict[Key, Obj | None] = {}  # touched keys as the database holds them
         self._now: dict[Key, _Version] = {}  # touched keys as this transaction leaves them
@@ -189,7 +189,10 @@ class Tx:
         if self.revision - self.compacted > self.retention + max(1, self.retention // 10):
             values["compacted"] = self.revision - self.retention
             self.conn.execute(delete(schema.changes).where(schema.changes.c.revision <= values["compacted"]))
-        self.conn.execute(update(schema.revision).where(schema.revision.c.id == 1).values(**values))
+        if len(values) == 1:
+            self.driver.many("set_revision", [(self.revision,)])
+        else:
+            self.conn.execute(update(schema.revision).where(schema.revision.c.id == 1).values(**values))
         if self.notify_channel is not None:
             # Delivered to listeners at COMMIT (PostgreSQL), so a watcher never reads ahead of it.
             self.conn.execute(
@@ -267,8 +270,7 @@ class Driver:
         db = conn.connection.driver_connection
         assert db is not None
         self.db: Any = db
-        mark = _PARAMSTYLE[conn.dialect.paramstyle]
-        self.sql = {name: sql.format(p=mark) for name, sql in _SQL.items()}
+        self.sql = _statements(conn.dialect.paramstyle)
 
     def load(self, kind: str, name: str, namespace: str | None) -> Obj | None:
         """The stored object, or None."""
@@ -288,6 +290,12 @@ class Driver:
             cur.executemany(self.sql[statement], rows)
         finally:
             cur.close()
+
+
+@functools.cache
+def _statements(paramstyle: str) -> dict[str, str]:
+    mark = schema.PARAM_MARK[paramstyle]
+    return {name: sql.format(p=mark) for name, sql in _SQL.items()}
 
 
 def load(conn: Connection, kind: str, name: str, namespace: str | None) -> Obj | None:
