@@ -100,6 +100,11 @@ class CacheSource(StoreSource):
             objs = [o for o in objs if parsed.matches(o["metadata"].get("labels") or {})]
         return sorted(objs, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
 
+    def list_live(self, kind: str) -> list[Obj]:
+        """The objects of ``kind`` still in play (for a TrainingJob or Workload: not finished)."""
+        objs = self.cache.list_live(kind)
+        return sorted(objs, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+
     def events_about(self, objs: list[Obj]) -> list[Obj]:
         """The stored Events about ``objs``."""
         found = []
