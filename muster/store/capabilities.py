@@ -52,13 +52,13 @@ class PagedListing(Protocol):
         namespace: str | None = None,
         selector: LabelSelector | None = None,
         *,
-        limit: int,
+        limit: int | None,
         after: tuple[str, str] | None = None,
         accept: Callable[[str], bool] | None = None,
     ) -> JsonPage:
         """At most ``limit`` objects of the kind (in ``namespace``, matching ``selector`` and
         ``accept``, which is given each candidate's JSON) whose ``(namespace, name)`` comes
-        after ``after`` (cluster-scoped objects have namespace ``""``)."""
+        after ``after`` (cluster-scoped objects have namespace ``""``); ``limit`` None: all of them."""
         ...
 
 

@@ -120,7 +120,7 @@ class SqlStore:
         namespace: str | None = None,
         selector: LabelSelector | None = None,
         *,
-        limit: int,
+        limit: int | None,
         after: tuple[str, str] | None = None,
         accept: Callable[[str], bool] | None = None,
     ) -> JsonPage:
@@ -138,13 +138,13 @@ class SqlStore:
         database of another locale do pages list some (``a-b``, ``ab``) in another order than
         the whole list.
         """
-        if limit < 1:
+        if limit is not None and limit < 1:
             raise ValueError("limit must be at least 1")
         if namespace is not None and after is not None and after[0] != namespace:
             raise ValueError(f"a page of namespace {namespace!r} cannot follow a key of {after[0]!r}")
         o = schema.objects.c
         query = self._select(kind, namespace, selector).order_by(o.namespace, o.name)
-        batch = min(limit + 1, _PAGE_BATCH_MAX)
+        batch = _PAGE_BATCH_MAX if limit is None else min(limit + 1, _PAGE_BATCH_MAX)
         texts: list[str] = []
         last = ("", "")
         with read_transaction(self.engine) as conn:
