@@ -42,7 +42,8 @@ __all__ = ["SqlBatch", "SqlStore"]
 T = TypeVar("T")
 # With notifications flowing, a PostgreSQL watcher still looks this often (a safety net).
 _LISTENING_POLL = 5.0
-# Rows a page reads per query: the page and one more (to know whether more follow), at most this.
+# Rows a page reads per query: at first the page and one more (to know whether more follow),
+# then twice as many each time (when rows were refused), at most this.
 _PAGE_BATCH_MAX = 5_000
 
 
@@ -171,6 +172,9 @@ class SqlStore:
                 if len(rows) < batch:
                     return JsonPage(revision, texts, None)
                 after = (rows[-1][0], rows[-1][1])
+                # Rows were refused: read further in larger steps (a caller who may see one
+                # namespace of many pages past the others' rows in few queries).
+                batch = min(2 * batch, _PAGE_BATCH_MAX)
 
     def _select(self, kind: str, namespace: str | None, selector: LabelSelector | None) -> Select[Any]:
         """The key, labels and JSON of the objects of ``kind`` (in ``namespace``) that may match."""
