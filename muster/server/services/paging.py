@@ -26,8 +26,9 @@ from muster.store.capabilities import JsonPage, PagedListing
 
 __all__ = ["CONTINUE_PATTERN", "ListOf", "read_page"]
 
-# What a token looks like (base64url, unpadded), declared in the OpenAPI document.
-CONTINUE_PATTERN = r"^[A-Za-z0-9_-]+$"
+# What a token looks like (base64url, unpadded; empty: none, as Kubernetes reads it), declared
+# in the OpenAPI document.
+CONTINUE_PATTERN = r"^[A-Za-z0-9_-]*$"
 
 _TOKEN_VERSION = 1
 _RESTART = "start the list again without continue"
