@@ -287,6 +287,7 @@ def _manager_config(
         events_per_object=s.events_per_object,
         finished_pod_limit=s.finished_pod_limit,
         python=python,
+        freeze_gc=True,
     )
 
 

@@ -6,17 +6,23 @@ rest of the pass sees its own writes. A background thread follows the store's ch
 applies every change newer than what the cache holds (an object's resourceVersion orders
 its versions), remembers which objects changed (:meth:`Cache.take_changes`) and wakes the
 manager (:meth:`Cache.wait`). A watch that fell behind the retained log re-lists everything.
+A list reports what is in play as changed at once and settled objects (finished jobs, a
+long-running server's bulk) a slice per pass (:meth:`Cache.drip`), so that a restart over
+100,000 finished jobs runs a new one after its first, small, pass.
 
 Cached objects are shared: treat them as read-only and ``copy.deepcopy`` one before editing.
 """
 
 from __future__ import annotations
 
+import gc
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
+from muster.util import paused_gc
 
 __all__ = ["WATCHED_KINDS", "Cache", "Key"]
 
@@ -70,8 +76,11 @@ class Cache:
         store: Store,
         kinds: Iterable[str] = WATCHED_KINDS,
         live: Mapping[str, Callable[[Obj], bool]] | None = None,
+        freeze: bool = False,
     ) -> None:
         self.store = store
+        # Exempt what a (re)list loaded from the cycle collector (gc.freeze) until stop().
+        self._freeze = freeze
         self.kinds = tuple(kinds)
         self._objects: dict[str, dict[Key, Obj]] = {k: {} for k in self.kinds}
         # kind -> the test of an object still in play (a Workload not finished): list_live()
@@ -87,6 +96,9 @@ class Cache:
         self._changed: set[Key] = set()
         self._marked: set[Key] = set()  # asked for by mark(): a look even if unchanged
         self._deleted: dict[Key, Obj] = {}  # last states of objects deleted since take_changes
+        # Settled objects a (re)list found (those failing their kind's live test: finished jobs),
+        # reported as changed a few at a time by drip(), after everything in play.
+        self._backlog: dict[Key, None] = {}
         self._dirty = False
         self._stopped = False
         self._seen = 0  # the revision the cache has applied every change up to
@@ -116,6 +128,8 @@ class Cache:
             close()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._freeze:
+            gc.unfreeze()
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -206,15 +220,36 @@ class Cache:
 
     @property
     def dirty(self) -> bool:
-        """Whether something changed since the last :meth:`take_changes`."""
+        """Whether something changed since the last :meth:`take_changes`, or the backlog
+        still holds objects for :meth:`drip`."""
         with self._lock:
-            return self._dirty
+            return self._dirty or bool(self._backlog)
 
     def wait(self, timeout: float) -> bool:
         """Wait until something changed (or ``timeout``); True when something did."""
         with self._lock:
-            self._wake.wait_for(lambda: self._dirty or self._stopped, timeout)
-            return self._dirty
+            self._wake.wait_for(lambda: self._dirty or bool(self._backlog) or self._stopped, timeout)
+            return self._dirty or bool(self._backlog)
+
+    def drip(self, count: int) -> int:
+        """Report up to ``count`` objects of the backlog as changed (oldest listed first); the
+        number left. A restart over 100,000 finished jobs thus looks at what is in play in its
+        first pass, and at the finished ones a slice per pass after it."""
+        with self._lock:
+            if not self._backlog:
+                return 0
+            keys = list(itertools.islice(self._backlog, count))
+            for key in keys:
+                del self._backlog[key]
+            present = [k for k in keys if k in self._objects[k[0]]]
+            self._changed.update(present)
+            self._dirty = self._dirty or bool(present)
+            return len(self._backlog)
+
+    def backlog(self) -> set[Key]:
+        """The keys waiting in the backlog (not reported as changed since the last list)."""
+        with self._lock:
+            return set(self._backlog)
 
     def caught_up(self, revision: int, timeout: float) -> bool:
         """Wait until the watch has applied every change up to ``revision`` (tests and tools
@@ -238,20 +273,37 @@ class Cache:
     # -- internals --------------------------------------------------------------------------
 
     def _relist(self) -> int:
-        revision = self.store.revision()
-        fresh: dict[str, list[Obj]] = {kind: self.store.list(kind).items for kind in self.kinds}
-        with self._lock:
-            self._seen = max(self._seen, revision)
-            self._objects = {k: {} for k in self.kinds}
-            self._live = {k: {} for k in self._live_test}
-            self._pod_index.clear()
-            self._gone.clear()
-            for items in fresh.values():
-                for obj in items:
-                    self._put(obj)
-            self._changed.update(k for objs in self._objects.values() for k in objs)
-            self._dirty = True
-            self._signal()
+        # Decoding every stored object makes millions of containers and no reference cycle:
+        # with the collector on, it would walk them all again and again (half the relist).
+        with paused_gc():
+            revision = self.store.revision()
+            fresh: dict[str, list[Obj]] = {kind: self.store.list(kind).items for kind in self.kinds}
+            with self._lock:
+                self._seen = max(self._seen, revision)
+                self._objects = {k: {} for k in self.kinds}
+                self._live = {k: {} for k in self._live_test}
+                self._pod_index.clear()
+                self._gone.clear()
+                for items in fresh.values():
+                    for obj in items:
+                        self._hold(obj)
+                del fresh
+                backlog: dict[Key, None] = {}
+                for kind, objs in self._objects.items():
+                    live = self._live.get(kind)
+                    if live is None:
+                        self._changed.update(objs)
+                    else:  # settled objects (finished jobs) wait their turn: see drip()
+                        self._changed.update(live)
+                        backlog.update((k, None) for k in objs if k not in live and k not in self._changed)
+                self._backlog = backlog
+                self._dirty = True
+                self._signal()
+            if self._freeze:
+                # What was just listed lives as long as it is current: the collector need not
+                # walk it (one collection would take seconds with 100,000 objects held). Frozen
+                # before the collector is back on, or its first collection walks them all.
+                gc.freeze()
         return revision
 
     def _follow(self, revision: int) -> None:
@@ -293,21 +345,27 @@ class Cache:
             return  # the watch ended: closed by stop()
 
     def _put(self, obj: Obj) -> None:
+        key = self._hold(obj)
+        if key is not None:
+            self._note(key)
+
+    def _hold(self, obj: Obj) -> Key | None:
+        """Keep ``obj`` unless what is held of it is as new; its key when it was kept."""
         kind = obj.get("kind")
         table = self._objects.get(kind)  # type: ignore[arg-type]
         if table is None:
-            return
+            return None
         key = key_of(obj)
         current = table.get(key)
         rv = _rv(obj)
         if (current is not None and _rv(current) >= rv) or self._gone.get(key, -1) >= rv:
-            return
+            return None
         if current is not None:
             self._unindex(key, current)
         table[key] = obj
         self._gone.pop(key, None)
         self._index(key, obj)
-        self._note(key)
+        return key
 
     def _remove(self, obj: Obj) -> None:
         key = key_of(obj)
@@ -327,6 +385,7 @@ class Cache:
 
     def _note(self, key: Key) -> None:
         self._changed.add(key)
+        self._backlog.pop(key, None)  # changed: looked at now, not in its turn
         self._dirty = True
         self._signal()
 

@@ -25,10 +25,18 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    select,
 )
 
-__all__ = ["audit", "changes", "current_revision", "metadata", "objects", "revision"]
+__all__ = [
+    "PARAM_MARK",
+    "REVISION_SQL",
+    "audit",
+    "changes",
+    "current_revision",
+    "metadata",
+    "objects",
+    "revision",
+]
 
 metadata = MetaData()
 
@@ -84,8 +92,22 @@ Index("ix_audit_time", audit.c.time)
 Index("ix_audit_namespace_time", audit.c.namespace, audit.c.time)
 
 
-def current_revision(conn: Connection) -> tuple[int, int]:
-    """``(revision, compacted)`` as seen by ``conn``'s transaction."""
-    q = select(revision.c.value, revision.c.compacted).where(revision.c.id == 1)
-    value, compacted = conn.execute(q).one()
+REVISION_SQL = "SELECT value, compacted FROM revision WHERE id = 1"
+# The placeholder of each DBAPI paramstyle, for the statements run straight on the driver.
+PARAM_MARK = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+def current_revision(conn: Connection, lock: bool = False) -> tuple[int, int]:
+    """``(revision, compacted)`` as seen by ``conn``'s transaction; ``lock`` takes the
+    revision row's lock (PostgreSQL's write lock, see ``write_transaction``) until COMMIT."""
+    # Straight on the DBAPI connection: every read and write transaction runs this first, and
+    # SQLAlchemy's execution path would cost several times the statement.
+    db = conn.connection.driver_connection
+    assert db is not None
+    cur = db.cursor()
+    try:
+        cur.execute(REVISION_SQL + (" FOR UPDATE" if lock and conn.dialect.name == "postgresql" else ""))
+        value, compacted = cur.fetchone()
+    finally:
+        cur.close()
     return int(value), int(compacted)

@@ -29,6 +29,35 @@ def test_writes_are_answered_at_once_and_visible_at_commit(store: Store):
     assert store.revision() == before + 2
 
 
+@pytest.mark.parametrize("count", [1, 4, 5, 30])
+def test_every_row_of_a_batch_is_written_however_many(store: Store, count: int):
+    """Any number of inserts, updates and deletes in one batch (the statements take a shape by
+    row count on PostgreSQL: one multi-row INSERT, row by row, or executemany)."""
+    for i in range(count):
+        store.create(job(f"old-{i}"))
+    since = store.revision()
+    batch = store.batch()  # type: ignore[attr-defined]
+    made = [batch.create(job(f"new-{i}")) for i in range(count)]
+    changed = []
+    for i in range(count):
+        obj = copy.deepcopy(store.get("TrainingJob", f"old-{i}", "default"))
+        obj["spec"]["note"] = f"changed {i}"
+        changed.append(batch.update(obj))
+    batch.delete("TrainingJob", "new-0", "default")
+    batch.commit()
+    names = sorted(o["metadata"]["name"] for o in store.list("TrainingJob").items)
+    assert names == sorted([f"old-{i}" for i in range(count)] + [f"new-{i}" for i in range(1, count)])
+    assert [store.get("TrainingJob", o["metadata"]["name"], "default") for o in changed] == changed
+    assert [store.get("TrainingJob", o["metadata"]["name"], "default") for o in made[1:]] == made[1:]
+    events = list(store.watch(since=since, timeout=0.5))
+    kinds = sorted((e.type, e.object["metadata"]["name"]) for e in events)
+    assert kinds == sorted(
+        [("ADDED", f"new-{i}") for i in range(count)]  # new-0 too: created, then deleted
+        + [("MODIFIED", f"old-{i}") for i in range(count)]
+        + [("DELETED", "new-0")]
+    )
+
+
 def test_rollback_forgets_everything(store: Store):
     store.create(job("kept"))
     revision = store.revision()

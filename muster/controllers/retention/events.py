@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from muster.api.conditions import epoch
 from muster.controllers.context import Context
 from muster.store.base import NotFound, Obj, StoreError
+from muster.util import paused_gc
 
 __all__ = ["EventRetention", "RetentionPolicy"]
 
@@ -51,10 +52,11 @@ class EventRetention:
 
     def load(self) -> None:
         """Index every stored Event (once, when the manager opens)."""
-        for event in self.ctx.store.list("Event").items:
-            meta = event["metadata"]
-            last = epoch(event.get("lastTimestamp")) or epoch(meta.get("creationTimestamp"))
-            self._index(event, self.ctx.now() if last is None else last)
+        with paused_gc():  # decoding them all makes many containers, no cycle (see Cache._relist)
+            for event in self.ctx.store.list("Event").items:
+                meta = event["metadata"]
+                last = epoch(event.get("lastTimestamp")) or epoch(meta.get("creationTimestamp"))
+                self._index(event, self.ctx.now() if last is None else last)
 
     def recorded(self, event: Obj) -> None:
         """An Event was stored (created or counted again) now: index it; enforce the object's cap."""
