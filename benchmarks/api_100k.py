@@ -8,11 +8,14 @@ Then ``muster up --fake-gpus 8`` starts on that store, and the script prints:
 
 * restart: process start to ``/readyz``, and to a job submitted right then running (the
   manager's cache filled and its first full pass done);
-* list (all jobs, over HTTP, parsed), get, watch-resume (a watch from a revision 100 changes
-  back: time to its first event) and ``why`` (``GET /api/v1/why``) latency, p50 and p99;
+* list all jobs over HTTP, parsed: in one request (``chunk_size=0``, the list before paging) and
+  paged 500 at a time (what ``Client.list`` and ``muster get`` do now), and the first page of
+  500 alone (``limit=500``: what a paged list's first screen costs); get, watch-resume (a
+  watch from a revision 100 changes back: time to its first event) and ``why``
+  (``GET /api/v1/why``) latency, p50 and p99;
 * the server's resident memory (VmRSS) after all that.
 
-    .venv/bin/python benchmarks/api_100k.py [--jobs 100000] [--stores sqlite,postgresql]
+    .venv/bin/python benchmarks/api_100k.py [--jobs 100000] [--stores sqlite,postgresql] [--list-reps 5]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--samples", type=int, default=200, help="gets and whys measured")
+    parser.add_argument("--list-reps", type=int, default=5, help="whole lists measured, each way")
     args = parser.parse_args()
     for store in args.stores.split(","):
         store = store.strip()
@@ -85,7 +89,7 @@ def _run(args: argparse.Namespace, label: str, url: str, tmp: Path) -> None:
             _print(label, "restart: to ready", ready, "s")
             _print(label, "restart: to a new job running", running, "s")
             names = [f"bench-{i:06d}" for i in random.Random(1).sample(range(args.jobs), args.samples)]
-            _pcts(label, "list all jobs", [_timed(lambda: client.list("TrainingJob")) for _ in range(5)])
+            _lists(label, client, args.list_reps, args.samples)
             _pcts(
                 label,
                 "get a job",
@@ -98,6 +102,18 @@ def _run(args: argparse.Namespace, label: str, url: str, tmp: Path) -> None:
             _print(label, "server RSS", _rss(up.proc.pid) / 2**20, "MiB")
     finally:
         up.stop()
+
+
+def _lists(label: str, client: Client, reps: int, samples: int) -> None:
+    """The whole list in one request and in pages of 500 (interleaved), and the first page alone."""
+    whole, paged = [], []
+    for _ in range(reps):
+        whole.append(_timed(lambda: client.list("TrainingJob", chunk_size=0)))
+        paged.append(_timed(lambda: client.list("TrainingJob", chunk_size=500)))
+    _pcts(label, "list all jobs, one request", whole)
+    _pcts(label, "list all jobs, pages of 500", paged)
+    first = [_timed(lambda: next(client.list_pages("TrainingJob", limit=500))) for _ in range(samples)]
+    _pcts(label, "list: first page (limit 500)", first)
 
 
 def _template(home: Path) -> tuple[Obj, Obj, list[Obj]]:

@@ -36,7 +36,7 @@ from muster.cli.output import (
     print_tasks,
     to_yaml,
 )
-from muster.sdk.client import Client
+from muster.sdk.client import DEFAULT_CHUNK_SIZE, Client
 
 __all__ = ["get"]
 
@@ -90,6 +90,15 @@ def get(
     audit: Annotated[
         bool, typer.Option("--audit", help="With events: the audit log instead (see muster audit).")
     ] = False,
+    chunk_size: Annotated[
+        int,
+        typer.Option(
+            "--chunk-size",
+            min=0,
+            help="Fetch a list this many objects per request (0: all in one request), as kubectl's "
+            "--chunk-size.",
+        ),
+    ] = DEFAULT_CHUNK_SIZE,
     server: ServerOpt = None,
     token: TokenOpt = None,
 ) -> None:
@@ -105,7 +114,7 @@ def get(
                 raise BadInput(["error: `get all` lists; give no NAME and no --watch"])
             check_selector(selector)
             with connect(server, token) as client:
-                _get_all(client, None if all_namespaces else namespace, selector, fmt, key)
+                _get_all(client, None if all_namespaces else namespace, selector, fmt, key, chunk_size)
             return
         info, name = resolve_ref(kind, name)
         if audit:
@@ -125,7 +134,7 @@ def get(
                 objects = [client.get(info.kind, name, ns)]
                 version = objects[0]["metadata"]["resourceVersion"]
             else:
-                listed = client.list(info.kind, ns, selector)
+                listed = client.list(info.kind, ns, selector, chunk_size=chunk_size)
                 objects, version = listed["items"], listed["metadata"]["resourceVersion"]
             if key is not None:
                 objects.sort(key=key)
@@ -140,7 +149,8 @@ def get(
                     print_tasks(objects[0], wide=fmt.output == Output.wide)
                 if name and info.kind == "Experiment" and fmt.tabular:
                     console.print()
-                    trials = client.list("Trial", ns, f"{EXPERIMENT_LABEL}={name}")["items"]
+                    selected = f"{EXPERIMENT_LABEL}={name}"
+                    trials = client.list("Trial", ns, selected, chunk_size=chunk_size)["items"]
                     trials.sort(key=lambda t: int(t["spec"].get("index") or 0))
                     print_objects("Trial", trials, fmt, single=False, namespaces=False)
             if watch:
@@ -176,12 +186,12 @@ def _sort_key(path: str | None) -> Any:
 
 
 def _get_all(
-    client: Client, namespace: str | None, selector: str | None, fmt: OutputFormat, key: Any
+    client: Client, namespace: str | None, selector: str | None, fmt: OutputFormat, key: Any, chunk_size: int
 ) -> None:
     """Every kind of the ``all`` category, one table each (rows named ``kind/name``)."""
     found: list[tuple[Kind, list[dict[str, Any]]]] = []
     for info in kinds.category("all"):
-        items = client.list(info.kind, namespace, selector)["items"]
+        items = client.list(info.kind, namespace, selector, chunk_size=chunk_size)["items"]
         if key is not None:
             items.sort(key=key)
         if items:

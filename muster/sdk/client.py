@@ -27,9 +27,19 @@ from muster.sdk.contexts import current_context
 from muster.sdk.errors import ApiUnavailable, InvalidServerUrl, error_from_response
 from muster.sdk.http import Http, Response, Stream, TransportError
 
-__all__ = ["DEFAULT_SERVER", "Client", "LogStream", "WatchStream", "discover", "server_url"]
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_SERVER",
+    "Client",
+    "LogStream",
+    "WatchStream",
+    "discover",
+    "server_url",
+]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
+# Objects per list request, as kubectl's --chunk-size.
+DEFAULT_CHUNK_SIZE = 500
 _PREFIX = f"/apis/{API_VERSION}"
 _CONNECT_TIMEOUT = 30.0  # for a stream; its reads wait as long as what it follows stays quiet
 T = TypeVar("T")
@@ -109,12 +119,50 @@ class Client:
         info = lookup(kind)
         return self._request("GET", _object_path(info, name, namespace))
 
-    def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> dict[str, Any]:
-        """The ``{Kind}List`` (``items`` and ``metadata.resourceVersion``); for a namespaced
-        kind, ``namespace=None`` lists every namespace."""
-        info = lookup(kind)
-        params = {"labelSelector": selector} if selector else None
-        return self._request("GET", _collection_path(info, namespace), params=params)
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> dict[str, Any]:
+        """The whole ``{Kind}List`` (``items`` and ``metadata.resourceVersion``); for a
+        namespaced kind, ``namespace=None`` lists every namespace.
+
+        It is fetched ``chunk_size`` objects per request (as kubectl's ``--chunk-size``; 0: in
+        one request), so the server never builds, nor this client parses, one huge response.
+        Pages are not one snapshot (docs/rest-api.md, "Paged lists"): the list holds every
+        object that existed throughout, once, and its ``metadata.resourceVersion`` is the
+        first page's, so a watch from it replays every change made while the pages were read."""
+        if chunk_size < 0:
+            raise ValueError("chunk_size must be 0 (one request) or more")
+        pages = self.list_pages(kind, namespace, selector, limit=chunk_size or None)
+        whole = next(pages)
+        for page in pages:
+            whole["items"].extend(page["items"])
+        whole["metadata"].pop("continue", None)
+        return whole
+
+    def list_pages(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        limit: int | None = DEFAULT_CHUNK_SIZE,
+    ) -> Iterator[dict[str, Any]]:
+        """The ``{Kind}List`` a page of at most ``limit`` objects at a time (``None``: one page
+        of everything), in order of namespace and name; each page is fetched when the previous
+        one has been taken, so a caller that handles a page before the next holds one at a time.
+        Each page's ``metadata.resourceVersion`` is the revision it was read at."""
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be at least 1 (or None: everything in one page)")
+        path = _collection_path(lookup(kind), namespace)
+        params: dict[str, Any] = {"labelSelector": selector} if selector else {}
+        if limit is not None:
+            params["limit"] = limit
+        return self._pages(path, params)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         info = lookup(obj.get("kind", ""))
@@ -368,6 +416,15 @@ class Client:
         if not name:
             raise ValueError("the object needs metadata.name")
         return info, name, _namespace_of(info, obj)
+
+    def _pages(self, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        while True:
+            page = self._request("GET", path, params=params or None)
+            yield page
+            token = page["metadata"].get("continue")
+            if not token:
+                return
+            params = {**params, "continue": token}
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._send(method, path, **kwargs).json()

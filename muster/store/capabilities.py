@@ -6,7 +6,8 @@ with a store that lacks them (more slowly, or without that record).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from muster.store.base import ApplyResult, LabelSelector, Obj, Writer
@@ -14,7 +15,7 @@ from muster.store.base import ApplyResult, LabelSelector, Obj, Writer
 if TYPE_CHECKING:
     from muster.store.audit import AuditQuery
 
-__all__ = ["AuditLog", "Batch", "Batching", "JsonListing"]
+__all__ = ["AuditLog", "Batch", "Batching", "JsonListing", "JsonPage", "PagedListing"]
 
 
 @runtime_checkable
@@ -26,6 +27,38 @@ class JsonListing(Protocol):
         self, kind: str, namespace: str | None = None, selector: LabelSelector | None = None
     ) -> tuple[str, list[str]]:
         """``(resourceVersion, [object JSON, ...])`` with the order and filtering of ``list``."""
+        ...
+
+
+@dataclass(frozen=True)
+class JsonPage:
+    """One page of a list: ``texts`` (the objects' stored JSON) were read in one snapshot, at
+    revision ``resource_version``; ``last`` is the ``(namespace, name)`` key of the last of
+    them when more objects follow it (None: the list ends here)."""
+
+    resource_version: str
+    texts: list[str]
+    last: tuple[str, str] | None
+
+
+@runtime_checkable
+class PagedListing(Protocol):
+    """Lists objects a page at a time, in key order, each page after the previous one's last key
+    (Kubernetes' ``limit``/``continue``), so a large list is never read or held whole."""
+
+    def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: LabelSelector | None = None,
+        *,
+        limit: int | None,
+        after: tuple[str, str] | None = None,
+        accept: Callable[[str], bool] | None = None,
+    ) -> JsonPage:
+        """At most ``limit`` objects of the kind (in ``namespace``, matching ``selector`` and
+        ``accept``, which is given each candidate's JSON) whose ``(namespace, name)`` comes
+        after ``after`` (cluster-scoped objects have namespace ``""``); ``limit`` None: all of them."""
         ...
 
 

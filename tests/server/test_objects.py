@@ -150,7 +150,7 @@ class _ProtocolOnly:
         self._store = store
 
     def __getattr__(self, name: str):
-        if name == "list_json":
+        if name in ("list_json", "list_page"):
             raise AttributeError(name)
         return getattr(self._store, name)
 
@@ -165,3 +165,19 @@ def test_list_is_the_same_without_the_json_listing_capability(sqlite_store, api:
     with TestClient(create_app(_ProtocolOnly(sqlite_store), [TOKEN]), headers=AUTH) as plain:
         assert plain.get(TJ, params={"labelSelector": "x"}).json() == fast
     assert [o["metadata"]["name"] for o in fast["items"]] == ["a"]
+
+
+def test_pages_are_the_same_without_the_paged_listing_capability(sqlite_store, api: TestClient):
+    from muster.server import create_app
+    from tests.server.conftest import AUTH, TOKEN
+
+    for name in ("c", "a", "d", "b"):
+        api.post(TJ, json=training_job(name, labels={"x": "1"}))
+    api.post(TJ, json=training_job("e"))
+    with TestClient(create_app(_ProtocolOnly(sqlite_store), [TOKEN]), headers=AUTH) as plain:
+        for client in (api, plain):
+            first = client.get(TJ, params={"labelSelector": "x", "limit": 3}).json()
+            token = first["metadata"]["continue"]
+            rest = client.get(TJ, params={"labelSelector": "x", "limit": 3, "continue": token}).json()
+            assert "continue" not in rest["metadata"]
+            assert [o["metadata"]["name"] for o in first["items"] + rest["items"]] == ["a", "b", "c", "d"]

@@ -9,7 +9,8 @@ cluster kinds
 Verbs as Kubernetes has them: GET (get, list, watch), POST (create), PUT (update), PATCH (a JSON
 merge patch), DELETE of an object (delete) and of a collection (deletecollection, by label).
 
-A list answers a ``{Kind}List``; ``?watch=true`` streams NDJSON events instead, after
+A list answers a ``{Kind}List``, a page of it with ``?limit=`` (``continue`` for the next:
+:mod:`muster.server.services.paging`); ``?watch=true`` streams NDJSON events instead, after
 ``resourceVersion`` (default: from now). Routes are concrete per kind, so the OpenAPI
 document names every kind's schema. Handlers are thin: they parse, then call the service.
 """
@@ -28,6 +29,7 @@ from muster.server.access.guard import access_of
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
 from muster.server.services.objects import ObjectService
+from muster.server.services.paging import CONTINUE_PATTERN
 from muster.server.watch import ndjson_watch
 from muster.store import parse_selector
 from muster.store.selector import SELECTOR_PATTERN
@@ -53,6 +55,19 @@ _SINCE = Query(
     "revision the store has not reached yet is a 400. List: the list must be at least this recent. "
     "Delete: precondition.",
     json_schema_extra={"pattern": REVISION_PATTERN},
+)
+_LIMIT = Query(
+    None,
+    ge=1,
+    description="List: answer at most this many objects, and metadata.continue when more follow "
+    "(send it back as continue for the next page). Ignored with watch=true, as Kubernetes does.",
+)
+_CONTINUE = Query(
+    None,
+    alias="continue",
+    description="List: the metadata.continue of the previous page, with the same labelSelector; "
+    "the next page follows it. Not with watch=true.",
+    json_schema_extra={"pattern": CONTINUE_PATTERN},
 )
 _TIMEOUT = Query(None, alias="timeoutSeconds", ge=0, description="Watch: end after this many quiet seconds.")
 NAMESPACE_PATH = Path(pattern=DNS_LABEL_PATTERN, max_length=63, description="Namespace (a DNS-1123 label).")
@@ -96,16 +111,24 @@ def kind_router(info: KindInfo) -> APIRouter:
         watch: bool,
         since: str | None,
         timeout: float | None,
+        limit: int | None,
+        continue_token: str | None,
     ) -> Response:
         svc = service(request)
         access = access_of(request)  # a caller who may see only some of them sees only those
         if watch:
+            if continue_token:
+                raise ApiError(
+                    400,
+                    "continue pages a list; a watch has no pages: watch from a list's "
+                    "metadata.resourceVersion instead",
+                    errors=[{"path": "continue", "rule": "not with watch=true"}],
+                )
             events = svc.watch(info, namespace, since, timeout)
             return ndjson_watch(request, events, parse_selector(label_selector), access.watch_filter())
         svc.check_revision(since)  # the list is read now, so it is at least as recent as any valid one
-        return Response(
-            svc.list(info, namespace, label_selector, access.list_filter()), media_type="application/json"
-        )
+        body = svc.list(info, namespace, label_selector, access.list_filter(), limit, continue_token)
+        return Response(body, media_type="application/json")
 
     def add(path: str, method: str, endpoint: Callable[..., Any], op: str, **kwargs: Any) -> None:
         router.add_api_route(path, endpoint, methods=[method], operation_id=f"{op}{info.kind}", **kwargs)
@@ -119,8 +142,12 @@ def kind_router(info: KindInfo) -> APIRouter:
             watch: bool = _WATCH,
             since: str | None = _SINCE,
             timeout: float | None = _TIMEOUT,
+            limit: int | None = _LIMIT,
+            continue_token: str | None = _CONTINUE,
         ) -> Response:
-            return list_or_watch(request, namespace, label_selector, watch, since, timeout)
+            return list_or_watch(
+                request, namespace, label_selector, watch, since, timeout, limit, continue_token
+            )
 
         def list_all(
             request: Request,
@@ -128,8 +155,10 @@ def kind_router(info: KindInfo) -> APIRouter:
             watch: bool = _WATCH,
             since: str | None = _SINCE,
             timeout: float | None = _TIMEOUT,
+            limit: int | None = _LIMIT,
+            continue_token: str | None = _CONTINUE,
         ) -> Response:
-            return list_or_watch(request, None, label_selector, watch, since, timeout)
+            return list_or_watch(request, None, label_selector, watch, since, timeout, limit, continue_token)
 
         add(collection_path(info), "GET", list_namespaced, "list", responses=list_doc)
         add(collection_path(info, False), "GET", list_all, "listAllNamespaces", responses=list_doc)
@@ -178,8 +207,10 @@ def kind_router(info: KindInfo) -> APIRouter:
             watch: bool = _WATCH,
             since: str | None = _SINCE,
             timeout: float | None = _TIMEOUT,
+            limit: int | None = _LIMIT,
+            continue_token: str | None = _CONTINUE,
         ) -> Response:
-            return list_or_watch(request, None, label_selector, watch, since, timeout)
+            return list_or_watch(request, None, label_selector, watch, since, timeout, limit, continue_token)
 
         add(collection_path(info), "GET", list_cluster, "list", responses=list_doc)
 

@@ -18,6 +18,7 @@ from muster.api.base import API_VERSION
 from muster.api.registry import KindInfo
 from muster.server.encoding import dumps
 from muster.server.errors import ApiError
+from muster.server.services.paging import ListOf, read_page
 from muster.store import Conflict, NotFound, Store, WatchEvent, parse_selector
 from muster.store.base import Obj
 from muster.store.capabilities import JsonListing
@@ -50,12 +51,21 @@ class ObjectService:
         namespace: str | None,
         label_selector: str | None,
         keep: Callable[[Obj], bool] | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> bytes:
         """The ``{Kind}List`` as encoded JSON (objects are spliced in as stored when the store
         can give them so: a 10k-item list is then neither decoded nor re-encoded); ``keep``
-        narrows it to what the caller may see."""
+        narrows it to what the caller may see. With ``limit`` or ``continue_token``, one page
+        of it (:mod:`muster.server.services.paging`), with ``metadata.continue`` when more follow."""
         selector = parse_selector(label_selector)
-        if keep is not None:
+        meta: dict[str, str] = {}
+        if limit is not None or continue_token:
+            of = ListOf(info.kind, namespace, label_selector or None)
+            version, items, more = read_page(self.store, of, selector, limit, continue_token, keep)
+            if more is not None:
+                meta["continue"] = more
+        elif keep is not None:
             result = self.store.list(info.kind, namespace, selector)
             version, items = result.resource_version, dumps([o for o in result.items if keep(o)])
         elif isinstance(self.store, JsonListing):
@@ -65,7 +75,11 @@ class ObjectService:
             result = self.store.list(info.kind, namespace, selector)
             version, items = result.resource_version, dumps(result.items)
         head = dumps(
-            {"apiVersion": API_VERSION, "kind": f"{info.kind}List", "metadata": {"resourceVersion": version}}
+            {
+                "apiVersion": API_VERSION,
+                "kind": f"{info.kind}List",
+                "metadata": {"resourceVersion": version, **meta},
+            }
         )
         return head[:-1] + b',"items":' + items + b"}"
 
