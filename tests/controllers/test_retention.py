@@ -3,7 +3,10 @@ threshold go, oldest first."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+
+import pytest
 
 from muster.api.lifecycle import EventSpec
 from muster.store import Store
@@ -36,6 +39,32 @@ def test_events_expire_after_their_time_to_live(sqlite_store: Store, tmp_path: P
         h.clock.advance(601)
         h.settle()
         assert _events(h) == []
+    finally:
+        h.close()
+
+
+def test_many_expired_events_go_a_slice_per_pass_oldest_first(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("muster.controllers.retention.events._SWEEP_SLICE", 3)
+    h = Harness(sqlite_store, tmp_path / "home", resync_seconds=3600, event_ttl_seconds=600)
+    try:
+        for i in range(3):
+            _run_to_success(h, f"j{i}")
+            h.clock.advance(10)
+        h.clock.advance(700)  # every Event expired
+        about = {e["metadata"]["name"]: e["involvedObject"]["name"] for e in _events(h)}
+        counts = [len(about)]
+        while counts[-1]:
+            h.manager.run_once(h.rt.poll())
+            left = {e["metadata"]["name"] for e in _events(h)}
+            if len(counts) == 1:  # the oldest (j0's, recorded first) went first
+                assert all(about[n].startswith("j0") for n in set(about) - left)
+            counts.append(len(left))
+            # While more are due, the sweep asks for the next pass at once.
+            assert (h.manager.events.next_time() == h.clock()) == (counts[-1] > 0)
+        assert [a - b for a, b in itertools.pairwise(counts)][:-1] == [3] * (len(counts) - 2)
+        assert counts[-2] <= 3
     finally:
         h.close()
 

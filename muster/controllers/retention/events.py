@@ -25,6 +25,8 @@ __all__ = ["EventRetention", "RetentionPolicy"]
 log = logging.getLogger(__name__)
 
 EventKey = tuple[str, str]  # (namespace, name) of the Event
+# Expired Events removed per pass at most (a delete costs about 0.25 ms).
+_SWEEP_SLICE = 500
 Involved = tuple[str, str, str, str]  # kind, namespace, name, uid of what it is about
 
 
@@ -47,6 +49,7 @@ class EventRetention:
         self._about: dict[EventKey, Involved] = {}
         self._by_object: dict[Involved, set[EventKey]] = {}
         self._next_sweep = 0.0
+        self._due: list[EventKey] = []  # expired at the last look, newest first (see sweep)
         self.removed = 0
         self._lock = threading.Lock()  # the index is read by the server's threads too
 
@@ -73,9 +76,19 @@ class EventRetention:
         ttl = self.policy.event_ttl_seconds
         if not ttl or now < self._next_sweep:
             return
-        self._next_sweep = now + self.policy.sweep_seconds
         cutoff = now - ttl
-        self._remove([k for k, last in self._last.items() if last < cutoff])
+        if not self._due:
+            expired = sorted(((last, k) for k, last in self._last.items() if last < cutoff), reverse=True)
+            self._due = [k for _last, k in expired]  # the oldest last: pop() takes it first
+        # A server back after a long stop may find 100,000 expired: a slice per pass, the next
+        # pass at once, so that no pass holds the loop (and the store's write lock) for seconds.
+        batch: list[EventKey] = []
+        while self._due and len(batch) < _SWEEP_SLICE:
+            key = self._due.pop()
+            if self._last.get(key, now) < cutoff:  # not recorded again since, nor gone
+                batch.append(key)
+        self._next_sweep = now if self._due else now + self.policy.sweep_seconds
+        self._remove(batch)
 
     def next_time(self) -> float | None:
         return self._next_sweep if self.policy.event_ttl_seconds and self._last else None
