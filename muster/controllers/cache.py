@@ -223,13 +223,13 @@ class Cache:
         """Whether something changed since the last :meth:`take_changes`, or the backlog
         still holds objects for :meth:`drip`."""
         with self._lock:
-            return self._dirty or bool(self._backlog)
+            return self._pending()
 
     def wait(self, timeout: float) -> bool:
         """Wait until something changed (or ``timeout``); True when something did."""
         with self._lock:
-            self._wake.wait_for(lambda: self._dirty or bool(self._backlog) or self._stopped, timeout)
-            return self._dirty or bool(self._backlog)
+            self._wake.wait_for(lambda: self._pending() or self._stopped, timeout)
+            return self._pending()
 
     def drip(self, count: int) -> int:
         """Report up to ``count`` objects of the backlog as changed (oldest listed first); the
@@ -382,6 +382,10 @@ class Cache:
         self._deleted[key] = obj
         self._gone[key] = max(rv, self._gone.get(key, 0))
         self._note(key)
+
+    def _pending(self) -> bool:
+        """Under the lock: a change not taken yet, or backlog left to drip."""
+        return self._dirty or bool(self._backlog)
 
     def _note(self, key: Key) -> None:
         self._changed.add(key)

@@ -98,12 +98,11 @@ class CacheSource(StoreSource):
         objs = self.cache.list(kind, namespace)
         if parsed is not None:
             objs = [o for o in objs if parsed.matches(o["metadata"].get("labels") or {})]
-        return sorted(objs, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+        return sorted(objs, key=_key)
 
     def list_live(self, kind: str) -> list[Obj]:
         """The objects of ``kind`` still in play (for a TrainingJob or Workload: not finished)."""
-        objs = self.cache.list_live(kind)
-        return sorted(objs, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+        return sorted(self.cache.list_live(kind), key=_key)
 
     def events_about(self, objs: list[Obj]) -> list[Obj]:
         """The stored Events about ``objs``."""
@@ -114,6 +113,11 @@ class CacheSource(StoreSource):
                 if event is not None:
                     found.append(event)
         return found
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    """(namespace, name): the order of a store's lists."""
+    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
 
 
 def insight_source(app: FastAPI) -> StoreSource:

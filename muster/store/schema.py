@@ -14,6 +14,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -29,10 +32,10 @@ from sqlalchemy import (
 
 __all__ = [
     "PARAM_MARK",
-    "REVISION_SQL",
     "audit",
     "changes",
     "current_revision",
+    "driver_rows",
     "metadata",
     "objects",
     "revision",
@@ -92,7 +95,7 @@ Index("ix_audit_time", audit.c.time)
 Index("ix_audit_namespace_time", audit.c.namespace, audit.c.time)
 
 
-REVISION_SQL = "SELECT value, compacted FROM revision WHERE id = 1"
+_REVISION_SQL = "SELECT value, compacted FROM revision WHERE id = 1"
 # The placeholder of each DBAPI paramstyle, for the statements run straight on the driver.
 PARAM_MARK = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 
@@ -100,14 +103,21 @@ PARAM_MARK = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 def current_revision(conn: Connection, lock: bool = False) -> tuple[int, int]:
     """``(revision, compacted)`` as seen by ``conn``'s transaction; ``lock`` takes the
     revision row's lock (PostgreSQL's write lock, see ``write_transaction``) until COMMIT."""
-    # Straight on the DBAPI connection: every read and write transaction runs this first, and
-    # SQLAlchemy's execution path would cost several times the statement.
+    # Every read and write transaction runs this first: straight on the driver (below).
+    lock_clause = " FOR UPDATE" if lock and conn.dialect.name == "postgresql" else ""
+    ((value, compacted),) = driver_rows(conn, _REVISION_SQL + lock_clause)
+    return int(value), int(compacted)
+
+
+def driver_rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """The rows of ``sql`` (placeholders in ``PARAM_MARK``'s style) run on the DBAPI connection
+    of ``conn``'s transaction, for the statements every transaction or watch runs: SQLAlchemy's
+    execution path costs several times such a statement."""
     db = conn.connection.driver_connection
     assert db is not None
     cur = db.cursor()
     try:
-        cur.execute(REVISION_SQL + (" FOR UPDATE" if lock and conn.dialect.name == "postgresql" else ""))
-        value, compacted = cur.fetchone()
+        cur.execute(sql, params)
+        return list(cur.fetchall())
     finally:
         cur.close()
-    return int(value), int(compacted)

@@ -102,15 +102,13 @@ class SqlWatch(Iterator[WatchEvent]):
         bookmarks: bool = False,
     ) -> None:
         self._store = store
-        self._kind = kind
-        self._kinds = None if kinds is None else sorted(set(kinds))
         self._bookmarks = bookmarks
-        self._namespace = namespace
         self._since = parse_revision(since)
         self._timeout = timeout
         self._last: int | None = None  # revision scanned up to; None until the first next()
         style = store.engine.dialect.paramstyle
-        self._sql, self._filters = _changes_query(style, kind, self._kinds, namespace)
+        wanted = None if kinds is None else sorted(set(kinds))
+        self._sql, self._filters = _changes_query(style, kind, wanted, namespace)
         self._buffer: collections.deque[WatchEvent] = collections.deque()
         self._closed = False
 
@@ -163,12 +161,7 @@ class SqlWatch(Iterator[WatchEvent]):
                 )
             if self._last >= current:
                 return
-            cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            try:
-                cur.execute(self._sql, (self._last, current, *self._filters))
-                rows = cur.fetchall()
-            finally:
-                cur.close()
+            rows = schema.driver_rows(conn, self._sql, (self._last, current, *self._filters))
         for revision, type_, data in rows:
             self._buffer.append(WatchEvent(type=type_, object=json.loads(data), revision=int(revision)))
         # With fewer rows than a batch, everything up to `current` has been seen (the filter
