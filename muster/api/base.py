@@ -124,6 +124,9 @@ class MusterModel(BaseModel):
         populate_by_name=True,
         validate_assignment=False,
         use_enum_values=True,
+        # Validators are built at a model's first use, not at import: a process pays only for
+        # the kinds it handles (about half a second less CPU to start a server).
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,16 +14,14 @@ from fastapi import FastAPI
 
 from muster.server.dashboard import changes, experiments, pages, serving, views
 
-__all__ = ["install_dashboard"]
+__all__ = ["ROUTERS", "mount_static"]
+
+# In the order they are matched, after the API's routes.
+ROUTERS = (pages.router, views.router, experiments.router, serving.router, changes.router)
 
 
-def install_dashboard(app: FastAPI) -> None:
-    """Add the dashboard's routes and static files to ``app``."""
-    app.include_router(pages.router)
-    app.include_router(views.router)
-    app.include_router(experiments.router)
-    app.include_router(serving.router)
-    app.include_router(changes.router)
+def mount_static(app: FastAPI) -> None:
+    """Serve the dashboard's static files from ``app`` (its routes are :data:`ROUTERS`)."""
     app.mount(
         pages.STATIC_PREFIX, pages.SecureStaticFiles(directory=pages.STATIC_DIR), name="dashboard-static"
     )

@@ -35,7 +35,7 @@ from muster.store import parse_selector
 from muster.store.selector import SELECTOR_PATTERN
 from muster.store.watch import REVISION_PATTERN
 
-__all__ = ["API_PREFIX", "NAMESPACE_PATH", "NAME_PATH", "collection_path", "kind_router", "object_path"]
+__all__ = ["API_PREFIX", "NAMESPACE_PATH", "NAME_PATH", "add_kind_routes", "collection_path", "object_path"]
 
 API_PREFIX = f"/apis/{API_VERSION}"
 
@@ -88,9 +88,11 @@ def object_path(info: KindInfo) -> str:
     return collection_path(info) + "/{name}"
 
 
-def kind_router(info: KindInfo) -> APIRouter:
-    """The routes of one kind."""
-    router = APIRouter(tags=[info.kind], responses=ERROR_RESPONSES)
+def add_kind_routes(router: APIRouter, info: KindInfo) -> None:
+    """Add the routes of one kind to ``router``.
+
+    Added to the router itself rather than through an included router of their own: FastAPI
+    builds an included route twice (when added, and again for the including app)."""
     schema = {"model": info.model, "description": f"A {info.kind}."}
     body_doc = _request_body(info)
     list_doc = {
@@ -130,8 +132,18 @@ def kind_router(info: KindInfo) -> APIRouter:
         body = svc.list(info, namespace, label_selector, access.list_filter(), limit, continue_token)
         return Response(body, media_type="application/json")
 
-    def add(path: str, method: str, endpoint: Callable[..., Any], op: str, **kwargs: Any) -> None:
-        router.add_api_route(path, endpoint, methods=[method], operation_id=f"{op}{info.kind}", **kwargs)
+    def add(
+        path: str, method: str, endpoint: Callable[..., Any], op: str, responses: Any, **kwargs: Any
+    ) -> None:
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            operation_id=f"{op}{info.kind}",
+            tags=[info.kind],
+            responses={**ERROR_RESPONSES, **responses},
+            **kwargs,
+        )
 
     if info.namespaced:
 
@@ -254,7 +266,6 @@ def kind_router(info: KindInfo) -> APIRouter:
     if info.has_status:
         add(object_path(info) + "/status", "GET", read, "readStatus", responses={200: schema})
         add(object_path(info) + "/status", "PUT", replace_status, "replaceStatus", responses={200: schema})
-    return router
 
 
 def _merge_patch_only(request: Request) -> None:
