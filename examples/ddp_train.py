@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     env = {k: os.environ.get(k, "") for k in _ENV_KEYS}
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    print("MUSTER_DDP_ENV " + json.dumps({**env, "backend": backend}, sort_keys=True), flush=True)
+    _say("MUSTER_DDP_ENV " + json.dumps({**env, "backend": backend}, sort_keys=True))
     signal.signal(signal.SIGTERM, _on_term)
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -80,14 +80,14 @@ def _train(args: argparse.Namespace, rank: int, world: int, device: torch.device
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     start = _resume(ckpt_dir, model, optimizer, device)
     if rank == 0:
-        print(f"resumed from step {start}" if start else "no checkpoint: starting at step 0", flush=True)
+        _say(f"resumed from step {start}" if start else "no checkpoint: starting at step 0")
 
     loss = torch.tensor(float("nan"))
     for step in range(start, args.steps):
         if _all_agree_to_stop(device):
             _save(ckpt_dir, step, model, optimizer, rank, args.keep)
             if rank == 0:
-                print(f"SIGTERM: saved a checkpoint at step {step}; exiting {PREEMPTED_EXIT}", flush=True)
+                _say(f"SIGTERM: saved a checkpoint at step {step}; exiting {PREEMPTED_EXIT}")
             return PREEMPTED_EXIT
         x, y = _batch(step, rank, args, truth)
         loss = nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
@@ -96,7 +96,7 @@ def _train(args: argparse.Namespace, rank: int, world: int, device: torch.device
         optimizer.step()
         done = step + 1
         if rank == 0 and (done % args.log_every == 0 or done == args.steps):
-            print(f"step {done}/{args.steps} loss {loss.item():.6f}", flush=True)
+            _say(f"step {done}/{args.steps} loss {loss.item():.6f}")
         if done % args.checkpoint_every == 0 or done == args.steps:
             _save(ckpt_dir, done, model, optimizer, rank, args.keep)
         if args.step_time:
@@ -106,10 +106,10 @@ def _train(args: argparse.Namespace, rank: int, world: int, device: torch.device
     sums = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(world)]
     dist.all_gather(sums, torch.tensor([checksum], dtype=torch.float64, device=device))
     in_sync = all(float(s.item()) == checksum for s in sums)
-    print(f"rank {rank}: replicas in sync: {in_sync} (checksum {checksum!r})", flush=True)
+    _say(f"rank {rank}: replicas in sync: {in_sync} (checksum {checksum!r})")
     if rank == 0:
         final = {"step": args.steps, "loss": float(loss.item()), "checksum": checksum, "inSync": in_sync}
-        print("MUSTER_DDP_DONE " + json.dumps(final, sort_keys=True), flush=True)
+        _say("MUSTER_DDP_DONE " + json.dumps(final, sort_keys=True))
     return 0 if in_sync else 1
 
 
@@ -159,6 +159,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     if args.steps < 1 or args.checkpoint_every < 1 or args.keep < 1 or args.log_every < 1:
         p.error("--steps, --checkpoint-every, --keep and --log-every must be >= 1")
     return args
+
+
+def _say(line: str) -> None:
+    # One write per line: the ranks share a stdout (torchrun's, or one log), and print() writes
+    # the text and its newline separately when unbuffered, so two ranks' lines could interleave.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _on_term(_signum: int, _frame: object) -> None:

@@ -143,8 +143,8 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
 
 
 # `make test` runs the suite on two pytest-xdist workers (`-n 2`). The tests that start real
-# processes (servers, trainers, model servers) form one unit of work, so they run one at a time
-# on one worker as before: two at once would compete for the CPU their timing depends on. The
+# processes (servers, trainers, model servers) form two units of work (see `work_unit`), each
+# run one test at a time on one worker. The
 # users of the session's Ray cluster form another (its dashboard port is fixed, so one worker
 # owns it), and the users of the session's Kubernetes control plane a third; the in-process
 # tests are spread over both workers. (xdist's own `loadgroup` marks are lost with this pytest:
@@ -167,7 +167,15 @@ _UNITS = (
 
 def work_unit(nodeid: str) -> str:
     """The unit of work (run whole on one worker) that a test belongs to."""
-    return next((unit for unit, paths in _UNITS if nodeid.startswith(paths)), nodeid)
+    unit = next((unit for unit, paths in _UNITS if nodeid.startswith(paths)), nodeid)
+    if unit == "processes":
+        # Two halves of about equal time, one per worker: the process tests are half of the
+        # suite's time and wait on their processes much of it, so as one unit they were the
+        # suite's critical path. The demo and tests/e2e/test_[a-j]* are one half.
+        name = nodeid.split("::")[0].rsplit("/", 1)[-1]
+        first = nodeid.startswith(("tests/cli/", "tests/e2e/")) and name[5:6] <= "j"
+        return "processes-1" if first else "processes-2"
+    return unit
 
 
 if importlib.util.find_spec("xdist") is not None:

@@ -74,7 +74,12 @@ def test_a_gpu_fault_moves_the_job_and_metrics_follow(muster_home: Path, tmp_pat
         assert "GPUUnhealthy" in reasons
         n = client.get("Node", node)
         assert {"key": "nvidia.com/gpu", "value": "unhealthy", "effect": "NoSchedule"} in n["spec"]["taints"]
-        assert f"gpus {1 - bad}" in pod_log(muster_home, "train-worker-0")
+        # Running is the process started; its first line may come a moment later.
+        wait_for(
+            lambda: f"gpus {1 - bad}" in pod_log(muster_home, "train-worker-0"),
+            timeout=30,
+            what="the moved pod to print its GPU",
+        )
 
         text = client.metrics()
         assert metric(text, "muster_gpu_healthy", **gpu_labels) == 0.0

@@ -30,7 +30,7 @@ pytest.importorskip("schemathesis", reason="schemathesis is in the dev extra: pi
 
 # Generated requests per operation (about 130 operations): a bounded run, fit for CI;
 # MUSTER_FUZZ_EXAMPLES=100 runs a deeper one by hand.
-EXAMPLES = int(os.environ.get("MUSTER_FUZZ_EXAMPLES", "5"))
+EXAMPLES = int(os.environ.get("MUSTER_FUZZ_EXAMPLES", "3"))
 SEED = 22
 CHECKS = (
     "not_a_server_error",
