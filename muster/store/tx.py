@@ -116,10 +116,13 @@ class Tx:
         version = self._now.get(key)
         if version is not None:
             return None if version.obj is None else json.loads(version.data)
-        if key in self._base:
-            base = self._base[key]
-            return None if base is None else _copy(base)
-        return self.driver.load(kind, name, namespace)
+        if key not in self._base:
+            # Kept: a read is mostly followed by a write of the same object (an Event counted,
+            # a status changed), which would otherwise read it again. The transaction holds
+            # the store's write lock, so what it read stays what the database holds.
+            self._base[key] = self.driver.load(kind, name, namespace)
+        base = self._base[key]
+        return None if base is None else _copy(base)
 
     # -- writes --------------------------------------------------------------------------
 
