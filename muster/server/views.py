@@ -62,6 +62,11 @@ class StoreSource:
         parsed = parse_selector(selector) if selector else None
         return self.store.list(kind, namespace=namespace, selector=parsed).items
 
+    def list_live(self, kind: str) -> list[Obj]:
+        """Every object of ``kind`` (a store keeps no index of those in play; callers that
+        ask for these look only at the ones in play anyway)."""
+        return self.list(kind)
+
     def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
         if self.app is None:
             return []

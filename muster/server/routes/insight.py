@@ -26,11 +26,11 @@ from muster.controllers.insight.explain.serving import explain_service, gather_s
 from muster.controllers.insight.explain.workflow import explain_workflow, gather_workflow
 from muster.controllers.insight.findings import Inputs, Thresholds
 from muster.controllers.insight.gpuview import gpu_rows
-from muster.controllers.insight.usage import gpu_usage, node_usage, queue_usage
+from muster.controllers.insight.usage import QueueUsage, gpu_usage, node_usage, queue_usage
 from muster.server.access.guard import Requirement, access_of, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
-from muster.server.views import insight_source, manager_of
+from muster.server.views import StoreSource, insight_source, manager_of
 
 __all__ = ["INSIGHT_PREFIX", "router"]
 
@@ -179,11 +179,15 @@ def doctor(
 @requires(Requirement("list", "clusterqueues"))
 def queues_usage(request: Request) -> Response:
     """Per ClusterQueue: pending and admitted Workloads, and quota usage per flavor and resource."""
-    store = request.app.state.store
-    usage = queue_usage(
-        store.list("ClusterQueue").items, store.list("LocalQueue").items, store.list("Workload").items
+    return json_response(
+        {"clusterQueues": [q.to_dict() for q in queues_usage_of(insight_source(request.app))]}
     )
-    return json_response({"clusterQueues": [q.to_dict() for q in usage]})
+
+
+def queues_usage_of(source: StoreSource) -> list[QueueUsage]:
+    """The queues' usage from ``source``: only pending Workloads and those holding quota count,
+    so a running manager's cache answers from the Workloads in play, not every one stored."""
+    return queue_usage(source.list("ClusterQueue"), source.list("LocalQueue"), source.list_live("Workload"))
 
 
 @router.get(f"{INSIGHT_PREFIX}/nodes/usage", operation_id="nodeUsage")
