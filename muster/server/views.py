@@ -21,9 +21,12 @@ from muster.store import NotFound, Store, parse_selector
 if TYPE_CHECKING:
     from muster.controllers.manager import Manager
 
-__all__ = ["CacheSource", "StoreSource", "insight_source", "manager_of", "use_manager"]
+__all__ = ["CacheSource", "StoreSource", "consistent_source", "insight_source", "manager_of", "use_manager"]
 
 Obj = dict[str, Any]
+
+# A running cache is behind the store by one watch delivery (milliseconds).
+_CATCH_UP_SECONDS = 5.0
 
 
 def use_manager(app: FastAPI, manager: Manager | None) -> None:
@@ -131,3 +134,15 @@ def insight_source(app: FastAPI) -> StoreSource:
     if manager is not None:
         return CacheSource(app.state.store, manager, app)
     return StoreSource(app.state.store, app)
+
+
+def consistent_source(app: FastAPI) -> tuple[StoreSource, int]:
+    """What a view reads and the store's revision its answer is at least as recent as: the
+    revision is read first, then the manager's cache once it has applied every change up to it
+    (a view reads nothing older than a write its caller saw answered), else the store."""
+    store = app.state.store
+    revision = store.revision()
+    source = insight_source(app)
+    if isinstance(source, CacheSource) and not source.cache.caught_up(revision, _CATCH_UP_SECONDS):
+        source = StoreSource(store, app)  # a cache this far behind: read the store itself
+    return source, revision

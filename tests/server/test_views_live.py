@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from fastapi.testclient import TestClient
+
 from muster.controllers.insight.explain.gather import gather
+from muster.server import create_app
 from muster.server.routes.insight import queues_usage_of
-from muster.server.views import CacheSource, StoreSource
+from muster.server.views import CacheSource, StoreSource, consistent_source, use_manager
 from muster.store import Store
 from tests.controllers.conftest import Harness, job
 
@@ -42,6 +46,42 @@ def test_queue_usage_on_the_cache_counts_the_same_from_the_workloads_in_play(
         usage = queues_usage_of(live)
         assert usage == queues_usage_of(every)
         assert sum(q.admitted for q in usage) == 1 and sum(q.pending for q in usage) == 1
+    finally:
+        h.close()
+
+
+def test_a_view_reads_the_cache_once_it_has_every_change_the_store_had(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    h = Harness(sqlite_store, tmp_path / "home", gpus=2)
+    try:
+        app = create_app(sqlite_store, ["token"])
+        use_manager(app, h.manager)
+        h.apply(job("late", workers=1))  # written, and at once read back
+        source, revision = consistent_source(app)
+        assert isinstance(source, CacheSource) and revision == sqlite_store.revision()
+        assert [j["metadata"]["name"] for j in source.list("TrainingJob")] == ["late"]
+        # A cache that does not catch up in time: the view reads the store itself.
+        monkeypatch.setattr(h.manager.ctx.cache, "caught_up", lambda revision, timeout: False)
+        source, _ = consistent_source(app)
+        assert type(source) is StoreSource
+    finally:
+        h.close()
+
+
+def test_the_dashboards_views_answer_the_same_from_the_cache(sqlite_store: Store, tmp_path: Path):
+    h = Harness(sqlite_store, tmp_path / "home", gpus=2)
+    try:
+        _one_done_one_admitted_one_waiting(h)
+        app = create_app(sqlite_store, ["token"])
+        pages = ("/ui/api/overview", "/ui/api/queues", "/ui/api/jobs")
+        with TestClient(app, headers={"Authorization": "Bearer token"}) as client:
+            from_store = {p: client.get(p).json() for p in pages}
+            use_manager(app, h.manager)
+            from_cache = {p: client.get(p).json() for p in pages}
+        for page in pages:
+            assert from_cache[page] == from_store[page], page
+        assert [q["admitted"] for q in from_cache["/ui/api/queues"]["clusterQueues"]] == [1]
     finally:
         h.close()
 

@@ -5,7 +5,10 @@ the same pure functions (:mod:`muster.controllers.insight.usage`, :mod:`muster.c
 show one view (nodes and GPU readings) read ``/api/v1`` directly.
 
 Every answer carries ``revision``, the store's revision read *before* the objects were, so a
-page that refetches when :mod:`.changes` reports a later revision never misses a change.
+page that refetches when :mod:`.changes` reports a later revision never misses a change. With a
+manager in this process the objects it caches come from its cache, once that has applied every
+change up to that revision (:func:`muster.server.views.consistent_source`): no decoding of every
+stored job for a page.
 
 Any signed-in identity may ask; each view holds only what that identity may list (jobs,
 events, LocalQueues of its namespaces; ClusterQueues and nodes if it may list them; GPUs held
@@ -34,7 +37,7 @@ from muster.controllers.insight.usage import queue_usage, workload_requests
 from muster.server.access.guard import AUTHENTICATED, Access, access_of, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ApiError
-from muster.server.views import StoreSource
+from muster.server.views import StoreSource, consistent_source
 from muster.store import Store
 from muster.store.events import about_owned_by, refers_to
 
@@ -54,15 +57,14 @@ Obj = Mapping[str, Any]
 def overview(request: Request) -> Response:
     """Every GPU with who holds it, quota usage per ClusterQueue, recent events, how many nodes
     are ready, jobs per state."""
-    store = _store(request)
+    source, revision = consistent_source(request.app)
     access = access_of(request)
-    revision = store.revision()
-    nodes, pods = _seen(access, store, "Node"), access.redacted_pods(_items(store, "Pod"))
-    workloads = _items(store, "Workload")  # quota usage is a sum: every Workload counts
-    jobs = [_job_row(job, None) for job in _seen(access, store, "TrainingJob")]
+    nodes, pods = _seen(access, source, "Node"), access.redacted_pods(source.list("Pod"))
+    workloads = source.list_live("Workload")  # quota usage: those pending or holding quota
     states: dict[str, int] = {}
-    for row in jobs:
-        states[row["state"]] = states.get(row["state"], 0) + 1
+    for job in _seen(access, source, "TrainingJob"):
+        state = _state(job)
+        states[state] = states.get(state, 0) + 1
     return json_response(
         {
             "revision": revision,
@@ -74,10 +76,10 @@ def overview(request: Request) -> Response:
             "queues": [
                 q.to_dict()
                 for q in queue_usage(
-                    _seen(access, store, "ClusterQueue"), _items(store, "LocalQueue"), workloads
+                    _seen(access, source, "ClusterQueue"), source.list("LocalQueue"), workloads
                 )
             ],
-            "events": recent_events(_seen(access, store, "Event"), _RECENT_EVENTS),
+            "events": recent_events(_seen(access, source, "Event"), _RECENT_EVENTS),
             "jobStates": states,
         }
     )
@@ -87,12 +89,11 @@ def overview(request: Request) -> Response:
 @requires(AUTHENTICATED)
 def queues_view(request: Request) -> Response:
     """ClusterQueues with their usage against quota and policies, and the LocalQueues."""
-    store = _store(request)
+    source, revision = consistent_source(request.app)
     access = access_of(request)
-    revision = store.revision()
-    cluster_queues, local_queues = _seen(access, store, "ClusterQueue"), _items(store, "LocalQueue")
+    cluster_queues, local_queues = _seen(access, source, "ClusterQueue"), source.list("LocalQueue")
     usage = {
-        q.name: q.to_dict() for q in queue_usage(cluster_queues, local_queues, _items(store, "Workload"))
+        q.name: q.to_dict() for q in queue_usage(cluster_queues, local_queues, source.list_live("Workload"))
     }
     local_queues = access.filter("LocalQueue", local_queues)
     rows = []
@@ -123,15 +124,14 @@ def queues_view(request: Request) -> Response:
 @requires(AUTHENTICATED)
 def jobs_view(request: Request) -> Response:
     """One row per TrainingJob: state and its reason (the latest True condition), queue, size."""
-    store = _store(request)
+    source, revision = consistent_source(request.app)
     access = access_of(request)
-    revision = store.revision()
     workloads = {
         (w["metadata"].get("namespace") or "default", w["metadata"]["name"]): w
-        for w in _items(store, "Workload")
+        for w in source.list("Workload")
     }
     rows = []
-    for job in _seen(access, store, "TrainingJob"):
+    for job in _seen(access, source, "TrainingJob"):
         key = (job["metadata"].get("namespace") or "default", _workload_name(job))
         rows.append(_job_row(job, workloads.get(key)))
     rows.sort(key=lambda r: r["created"] or "", reverse=True)
@@ -220,7 +220,7 @@ def _job_row(job: Obj, workload: Obj | None) -> dict[str, Any]:
     return {
         "namespace": meta.get("namespace") or "default",
         "name": meta["name"],
-        "state": cond["type"] if cond else "Created",
+        "state": _state(job, cond),
         "reason": (cond or {}).get("reason") or "",
         "message": (cond or {}).get("message") or "",
         "queue": spec.get("queueName") or "default",
@@ -233,6 +233,12 @@ def _job_row(job: Obj, workload: Obj | None) -> dict[str, Any]:
         "started": status.get("startTime"),
         "completed": status.get("completionTime"),
     }
+
+
+def _state(job: Obj, cond: Mapping[str, Any] | None = None) -> str:
+    """A job's state as the pages show it: its latest True condition's type."""
+    cond = cond if cond is not None else latest_condition(job)
+    return cond["type"] if cond else "Created"
 
 
 def _replica(name: str, replica: str, pod: Obj | None) -> dict[str, Any]:
@@ -264,10 +270,6 @@ def _store(request: Request) -> Store:
     return request.app.state.store
 
 
-def _items(store: Store, kind: str) -> list[dict[str, Any]]:
-    return store.list(kind).items
-
-
-def _seen(access: Access, store: Store, kind: str) -> list[dict[str, Any]]:
+def _seen(access: Access, source: StoreSource, kind: str) -> list[dict[str, Any]]:
     """The objects of ``kind`` the identity may list."""
-    return access.filter(kind, _items(store, kind))
+    return access.filter(kind, source.list(kind))
