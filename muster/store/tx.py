@@ -41,6 +41,7 @@ ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 # Row-value IN lists stay well below SQLite's bound-parameter limit (three per key).
 _KEYS_PER_QUERY = 500
+_KEYS_READ_ONE_BY_ONE = 2
 _o = schema.objects.c
 # The statements a write runs per object go to the driver as plain SQL: SQLAlchemy's own
 # execution path costs several times the statement itself, and a pass runs thousands.
@@ -260,6 +261,14 @@ class Tx:
     def _prefetch(self, keys: Sequence[Key]) -> None:
         """Read the untouched ``keys`` in a few statements rather than one each."""
         wanted = sorted({(k, ns or "", n) for k, n, ns in keys if (k, n, ns) not in self._now})
+        if len(wanted) <= _KEYS_READ_ONE_BY_ONE:
+            # An apply of one or two documents (most of them): the store's plain per-key read
+            # costs less than building and running the IN query (0.8 ms of an apply's CPU).
+            for kind, ns, name in wanted:
+                key = (kind, name, ns or None)
+                if key not in self._base:
+                    self._base[key] = self.driver.load(*key)
+            return
         found: dict[Key, Obj] = {}
         for start in range(0, len(wanted), _KEYS_PER_QUERY):
             chunk = wanted[start : start + _KEYS_PER_QUERY]

@@ -276,3 +276,15 @@ def test_apply_the_same_object_twice_in_one_call(store: Store):
     stored = store.get("TrainingJob", "a", "default")
     assert stored["spec"] == {"x": 2} and stored["metadata"]["generation"] == 2
     assert stored["metadata"]["resourceVersion"] == str(store.revision())
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_apply_creates_the_new_and_configures_the_existing_however_many(store: Store, count: int):
+    """Few documents are read one by one, more with one query: the same answers either way."""
+    for i in range(0, count, 2):
+        store.create(job(f"j{i}", x=0))
+    results = store.apply([job(f"j{i}", x=1) for i in range(count)])
+    assert [r.action for r in results] == ["configured" if i % 2 == 0 else "created" for i in range(count)]
+    assert [store.get("TrainingJob", f"j{i}", "default")["spec"] for i in range(count)] == [{"x": 1}] * count
+    again = store.apply([job(f"j{i}", x=1) for i in range(count)])
+    assert [r.action for r in again] == ["unchanged"] * count
