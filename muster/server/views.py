@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -70,6 +71,15 @@ class StoreSource:
         ask for these look only at the ones in play anyway)."""
         return self.list(kind)
 
+    def newest_events(self, limit: int, allows: Callable[[str, str], bool]) -> list[Obj]:
+        """The ``limit`` Events that occurred last among those ``allows`` (namespace, name)."""
+        seen = [
+            e
+            for e in self.list("Event")
+            if allows(e["metadata"].get("namespace") or "", e["metadata"]["name"])
+        ]
+        return sorted(seen, key=_occurred, reverse=True)[:limit]
+
     def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
         if self.app is None:
             return []
@@ -112,6 +122,19 @@ class CacheSource(StoreSource):
         """The objects of ``kind`` still in play (for a TrainingJob or Workload: not finished)."""
         return sorted(self.cache.list_live(kind), key=_key)
 
+    def newest_events(self, limit: int, allows: Callable[[str, str], bool]) -> list[Obj]:
+        """From the manager's Event index, newest first, each read from the store: not every
+        stored Event listed to keep a few (it indexes every Event it records or found stored)."""
+        found: list[Obj] = []
+        for namespace, name in self.events.newest():
+            if len(found) >= limit:
+                break
+            if allows(namespace, name):
+                event = super().get("Event", name, namespace or None)
+                if event is not None:
+                    found.append(event)
+        return sorted(found, key=_occurred, reverse=True)
+
     def events_about(self, objs: list[Obj]) -> list[Obj]:
         """The stored Events about ``objs``."""
         found = []
@@ -121,6 +144,10 @@ class CacheSource(StoreSource):
                 if event is not None:
                     found.append(event)
         return found
+
+
+def _occurred(event: Obj) -> str:
+    return event.get("lastTimestamp") or event.get("firstTimestamp") or ""
 
 
 def _key(obj: Obj) -> tuple[str, str]:

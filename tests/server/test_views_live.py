@@ -86,6 +86,25 @@ def test_the_dashboards_views_answer_the_same_from_the_cache(sqlite_store: Store
         h.close()
 
 
+def test_the_newest_events_come_from_the_managers_index(sqlite_store: Store, tmp_path: Path):
+    h = Harness(sqlite_store, tmp_path / "home", gpus=2)
+    try:
+        _one_done_one_admitted_one_waiting(h)
+        live, every = CacheSource(sqlite_store, h.manager), StoreSource(sqlite_store)
+        anyone = lambda ns, name: True  # noqa: E731
+        stored = every.newest_events(1000, anyone)
+        assert len(stored) > 5
+        cached = live.newest_events(1000, anyone)
+        assert sorted(e["metadata"]["name"] for e in cached) == sorted(e["metadata"]["name"] for e in stored)
+        times = [e["lastTimestamp"] for e in cached]
+        assert times == sorted(times, reverse=True)
+        few = live.newest_events(3, anyone)
+        assert len(few) == 3 and all(e in stored for e in few)
+        assert live.newest_events(1000, lambda ns, name: ns != "default") == []
+    finally:
+        h.close()
+
+
 def _one_done_one_admitted_one_waiting(h: Harness) -> None:
     """Jobs done (finished), running (admitted, both GPUs) and waiting (pending)."""
     h.apply(job("done", workers=1))

@@ -100,6 +100,13 @@ class EventRetention:
         with self._lock:
             return sorted(self._by_object.get(involved, ()))
 
+    def newest(self) -> list[EventKey]:
+        """(namespace, name) of every indexed Event, the one that occurred last first. Any thread."""
+        with self._lock:
+            last = list(self._last.items())
+        last.sort(key=lambda item: item[1], reverse=True)
+        return [key for key, _when in last]
+
     @property
     def known(self) -> int:
         """Events indexed (tests and metrics)."""

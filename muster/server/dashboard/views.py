@@ -79,7 +79,7 @@ def overview(request: Request) -> Response:
                     _seen(access, source, "ClusterQueue"), source.list("LocalQueue"), workloads
                 )
             ],
-            "events": recent_events(_seen(access, source, "Event"), _RECENT_EVENTS),
+            "events": recent_events(_newest_events(access, source), _RECENT_EVENTS),
             "jobStates": states,
         }
     )
@@ -268,6 +268,11 @@ def _workload_name(job: Obj) -> str:
 
 def _store(request: Request) -> Store:
     return request.app.state.store
+
+
+def _newest_events(access: Access, source: StoreSource) -> list[Obj]:
+    vis = access.visible("Event")
+    return source.newest_events(_RECENT_EVENTS, lambda ns, name: vis.everything or vis.allows(ns, name))
 
 
 def _seen(access: Access, source: StoreSource, kind: str) -> list[dict[str, Any]]:
