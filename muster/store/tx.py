@@ -117,12 +117,10 @@ class Tx:
         version = self._now.get(key)
         if version is not None:
             return None if version.obj is None else json.loads(version.data)
-        if key not in self._base:
-            # Kept: a read is mostly followed by a write of the same object (an Event counted,
-            # a status changed), which would otherwise read it again. The transaction holds
-            # the store's write lock, so what it read stays what the database holds.
-            self._base[key] = self.driver.load(kind, name, namespace)
-        base = self._base[key]
+        # Kept in the base: a read is mostly followed by a write of the same object (an Event
+        # counted, a status changed), which would otherwise read it again. The transaction
+        # holds the store's write lock, so what it read stays what the database holds.
+        base = self._current(key)
         return None if base is None else _copy(base)
 
     # -- writes --------------------------------------------------------------------------
@@ -265,9 +263,7 @@ class Tx:
             # An apply of one or two documents (most of them): the store's plain per-key read
             # costs less than building and running the IN query (0.8 ms of an apply's CPU).
             for kind, ns, name in wanted:
-                key = (kind, name, ns or None)
-                if key not in self._base:
-                    self._base[key] = self.driver.load(*key)
+                self._current((kind, name, ns or None))
             return
         found: dict[Key, Obj] = {}
         for start in range(0, len(wanted), _KEYS_PER_QUERY):

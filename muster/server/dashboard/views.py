@@ -63,7 +63,7 @@ def overview(request: Request) -> Response:
     workloads = source.list_live("Workload")  # quota usage: those pending or holding quota
     states: dict[str, int] = {}
     for job in _seen(access, source, "TrainingJob"):
-        state = _state(job)
+        state = _state(latest_condition(job))
         states[state] = states.get(state, 0) + 1
     return json_response(
         {
@@ -220,7 +220,7 @@ def _job_row(job: Obj, workload: Obj | None) -> dict[str, Any]:
     return {
         "namespace": meta.get("namespace") or "default",
         "name": meta["name"],
-        "state": _state(job, cond),
+        "state": _state(cond),
         "reason": (cond or {}).get("reason") or "",
         "message": (cond or {}).get("message") or "",
         "queue": spec.get("queueName") or "default",
@@ -235,10 +235,9 @@ def _job_row(job: Obj, workload: Obj | None) -> dict[str, Any]:
     }
 
 
-def _state(job: Obj, cond: Mapping[str, Any] | None = None) -> str:
-    """A job's state as the pages show it: its latest True condition's type."""
-    cond = cond if cond is not None else latest_condition(job)
-    return cond["type"] if cond else "Created"
+def _state(latest: Mapping[str, Any] | None) -> str:
+    """A job's state as the pages show it, from its latest True condition."""
+    return latest["type"] if latest else "Created"
 
 
 def _replica(name: str, replica: str, pod: Obj | None) -> dict[str, Any]:

@@ -29,14 +29,18 @@ class Source(Protocol):
         """Objects of ``kind`` (every namespace when ``namespace`` is None)."""
         ...
 
+    def list_live(self, kind: str) -> list[Obj]:
+        """The Workloads or TrainingJobs not finished, or more (all, where the source keeps no
+        index of them): explain looks only at those, and a long-running server keeps 100,000
+        finished ones."""
+        ...
+
     def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
         """The last ``lines`` lines of the pod's log; empty when there is none to read."""
         ...
 
     # Optional: ``events_about(objs) -> list[Obj]``, the Events about ``objs`` (else every
-    # Event of the namespace is listed and explain picks); ``list_live(kind) -> list[Obj]``,
-    # the Workloads or TrainingJobs not finished (else all are listed: explain looks only at
-    # those, and a long-running server keeps 100,000 finished ones).
+    # Event of the namespace is listed and explain picks).
 
 
 def gather(source: Source, obj: Obj, tail: int = 20, now: float | None = None) -> WhyContext:
@@ -63,8 +67,7 @@ def gather(source: Source, obj: Obj, tail: int = 20, now: float | None = None) -
             ctx.workload = source.get("Workload", labels[WORKLOAD_LABEL], ns)
     ctx.cluster_queues = source.list("ClusterQueue")
     ctx.local_queues = source.list("LocalQueue")
-    in_play = getattr(source, "list_live", None) or source.list
-    ctx.workloads = in_play("Workload")
+    ctx.workloads = source.list_live("Workload")
     about = [o for o in (ctx.job, ctx.workload, *ctx.pods) if o is not None]
     events_about = getattr(source, "events_about", None)  # a source that can find them directly
     ctx.events = events_about(about) if events_about is not None else source.list("Event", ns)
@@ -76,7 +79,7 @@ def gather(source: Source, obj: Obj, tail: int = 20, now: float | None = None) -
         ctx.topologies = source.list("Topology")
         ctx.cohorts = source.list("Cohort")
         ctx.priority_classes = source.list("PriorityClass")
-        ctx.jobs = in_play("TrainingJob")
+        ctx.jobs = source.list_live("TrainingJob")
         ctx.node_claims = source.list("NodeClaim")
     failing = failing_pod(ctx.pods)
     if failing is not None and tail:
