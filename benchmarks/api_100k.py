@@ -1,9 +1,10 @@
 """The API and a restart with 100,000 stored jobs, on SQLite and on PostgreSQL.
 
 The store is filled with what 100,000 finished one-pod jobs leave behind: each job (Succeeded),
-its Workload (Finished) and an Event, copied from a real job that ran through ``muster up``
-first (so the objects have the controllers' shapes and sizes), with fresh names and uids.
-Finished pods are not among them: beyond ``MUSTER_FINISHED_POD_LIMIT`` they are collected.
+its Workload (Finished), an Event and its pod's cost-ledger UsageRecord, copied from a real
+job that ran through ``muster up`` first (so the objects have the controllers' shapes and
+sizes), with fresh names and uids. Finished pods are not among them: beyond
+``MUSTER_FINISHED_POD_LIMIT`` they are collected.
 Then ``muster up --fake-gpus 8`` starts on that store, and the script prints:
 
 * restart: process start to ``/readyz``, and to a job submitted right then running (the
@@ -12,7 +13,7 @@ Then ``muster up --fake-gpus 8`` starts on that store, and the script prints:
   paged 500 at a time (what ``Client.list`` and ``muster get`` do now), and the first page of
   500 alone (``limit=500``: what a paged list's first screen costs); get, watch-resume (a
   watch from a revision 100 changes back: time to its first event) and ``why``
-  (``GET /api/v1/why``) latency, p50 and p99;
+  (``GET /api/v1/why``) latency, p50 and p99; ``muster doctor`` (``GET /api/v1/doctor``), p50;
 * the server's resident memory (VmRSS) after all that.
 
     .venv/bin/python benchmarks/api_100k.py [--jobs 100000] [--stores sqlite,postgresql] [--list-reps 5]
@@ -98,6 +99,8 @@ def _run(args: argparse.Namespace, label: str, url: str, tmp: Path) -> None:
             _pcts(label, "watch resume (first event)", [_watch_resume(client) for _ in range(20)])
             whys = [_timed(lambda n=n: client.view(f"why/TrainingJob/default/{n}")) for n in names[:50]]
             _pcts(label, "why a job", whys)
+            doctors = [_timed(lambda: client.view("doctor")) for _ in range(args.list_reps)]
+            _pcts(label, "doctor", doctors)
             assert up.proc is not None
             _print(label, "server RSS", _rss(up.proc.pid) / 2**20, "MiB")
     finally:
@@ -116,8 +119,8 @@ def _lists(label: str, client: Client, reps: int, samples: int) -> None:
     _pcts(label, "list: first page (limit 500)", first)
 
 
-def _template(home: Path) -> tuple[Obj, Obj, list[Obj]]:
-    """A job that really ran: its stored job, Workload and Events."""
+def _template(home: Path) -> tuple[Obj, Obj, list[Obj], Obj]:
+    """A job that really ran: its stored job, Workload, Events and its pod's UsageRecord."""
     up = MusterUp(home, extra_args=["--fake-gpus", "1", "--log-level", "warning"]).start(timeout=600)
     try:
         with Client(up.url, up.token) as client:
@@ -130,13 +133,14 @@ def _template(home: Path) -> tuple[Obj, Obj, list[Obj]]:
         job = store.get("TrainingJob", "template", "default")
         wl = store.get("Workload", "template", "default")
         events = events_for(store, job)
+        usage = next(r for r in store.list("UsageRecord").items if r["spec"].get("job") == "template")
     finally:
         store.close()
-    return job, wl, events
+    return job, wl, events, usage
 
 
-def _fill(url: str, template: tuple[Obj, Obj, list[Obj]], jobs: int) -> None:
-    job, wl, events = template
+def _fill(url: str, template: tuple[Obj, Obj, list[Obj], Obj], jobs: int) -> None:
+    job, wl, events, usage = template
     store = open_store(url)
     try:
         for first in range(0, jobs, _BATCH):
@@ -156,6 +160,11 @@ def _fill(url: str, template: tuple[Obj, Obj, list[Obj]], jobs: int) -> None:
                         "uid": stored["metadata"]["uid"],
                     }
                     batch.create(ev)
+                rec = copy.deepcopy(usage)
+                uid = f"{i:08x}-0000-4000-8000-000000000000"
+                rec["metadata"] = {"name": f"pod-{uid}"}
+                rec["spec"].update(uid=uid, job=name, name=f"{name}-worker-0")
+                batch.create(rec)
             batch.commit()
     finally:
         store.close()

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from muster.api.conditions import iso
 from muster.api.lifecycle import EventSpec
 from muster.store import Store
-from tests.controllers.conftest import Harness, job
+from tests.controllers.conftest import START, Harness, job
 
 
 def _run_to_success(h: Harness, name: str) -> None:
@@ -105,5 +106,50 @@ def test_finished_pods_beyond_the_limit_go_oldest_first(sqlite_store: Store, tmp
         h.settle(lambda: set(h.pods()) == {"c-worker-0", "running-worker-0", "running-worker-1"})
         assert h.pods()["running-worker-0"]["status"]["phase"] == "Succeeded"
         assert h.has("TrainingJob", "a", "Succeeded")  # the job stays; only its pod went
+    finally:
+        h.close()
+
+
+def test_usage_records_expire_from_the_ledgers_index_without_listing_every_record_again(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def record(name: str, end: float | None) -> dict:
+        spec = {
+            "type": "Pod",
+            "name": name,
+            "uid": f"uid-{name}",
+            "node": "n1",
+            "start": iso(START - 4 * 3600),
+        }
+        return {
+            "apiVersion": "muster.dev/v1",
+            "kind": "UsageRecord",
+            "metadata": {"name": name},
+            "spec": {**spec, **({"end": iso(end)} if end is not None else {})},
+        }
+
+    # Closed 3 h and 1.5 h ago, and one still open whose pod is gone (closed at the first pass).
+    sqlite_store.apply([record("a", START - 3 * 3600), record("b", START - 1.5 * 3600), record("c", None)])
+    listed: list[str] = []
+    store_list = sqlite_store.list
+    monkeypatch.setattr(
+        sqlite_store, "list", lambda kind, *a, **kw: listed.append(kind) or store_list(kind, *a, **kw)
+    )
+
+    def records() -> list[str]:
+        return sorted(r["metadata"]["name"] for r in store_list("UsageRecord").items)
+
+    h = Harness(sqlite_store, tmp_path / "home", resync_seconds=3600)
+    try:
+        h.manager.capacity.ledger.retention = 7200.0  # closed over 2 h ago: gone at the hourly check
+        h.settle()
+        assert records() == ["b", "c"]
+        h.clock.advance(3601)
+        h.settle()
+        assert records() == ["c"]
+        h.clock.advance(3601)  # "c" was closed at the first pass, 7,202 s before
+        h.settle()
+        assert records() == []
+        assert listed.count("UsageRecord") == 1  # loaded once; what expires comes from its index
     finally:
         h.close()

@@ -35,6 +35,7 @@ from muster.controllers.cache import Key
 from muster.controllers.capacity.pools import claim_of_node, price_of
 from muster.controllers.context import Context
 from muster.store.base import AlreadyExists, NotFound, StoreError
+from muster.util import paused_gc
 
 __all__ = ["Ledger", "newest_mtime"]
 
@@ -51,6 +52,9 @@ class Ledger:
         self.ctx = ctx
         self.retention = retention_days * 86400.0
         self._open: dict[str, Obj] | None = None  # record name -> open record
+        # record name -> end (epoch) of every closed record: what expires is found here, not by
+        # listing (and decoding) every stored record again each hour
+        self._ended: dict[str, float] = {}
         self._next_retention = 0.0
 
     def reconcile(self, changed: dict[Key, Obj | None], full: bool) -> None:
@@ -163,6 +167,7 @@ class Ledger:
             log.exception("could not close usage record %s", rec["metadata"]["name"])
             return
         self._open.pop(rec["metadata"]["name"], None)  # type: ignore[union-attr]
+        self._ended[rec["metadata"]["name"]] = epoch(spec["end"]) or end
         if spec.get("interrupted"):
             self._charge_interruption(stored)
 
@@ -254,10 +259,14 @@ class Ledger:
     # -- store ---------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        self._open = {}
-        for rec in self.ctx.store.list("UsageRecord").items:
-            if not rec["spec"].get("end"):
-                self._open[rec["metadata"]["name"]] = rec
+        self._open, self._ended = {}, {}
+        with paused_gc():  # many fresh containers, no cycle (see Cache._relist)
+            for rec in self.ctx.store.list("UsageRecord").items:
+                end = rec["spec"].get("end")
+                if not end:
+                    self._open[rec["metadata"]["name"]] = rec
+                else:
+                    self._ended[rec["metadata"]["name"]] = epoch(end) or 0.0
 
     def _records(self, kind: str) -> list[Obj]:
         return [r for r in self._open.values() if r["spec"]["type"] == kind]  # type: ignore[union-attr]
@@ -282,13 +291,14 @@ class Ledger:
 
     def _expire(self) -> None:
         horizon = self.ctx.now() - self.retention
-        for rec in self.ctx.store.list("UsageRecord").items:
-            end = epoch(rec["spec"].get("end"))
-            if end is not None and end < horizon:
-                try:
-                    self.ctx.writer().delete("UsageRecord", rec["metadata"]["name"])
-                except StoreError:
-                    continue
+        for name in [name for name, end in self._ended.items() if end < horizon]:
+            try:
+                self.ctx.writer().delete("UsageRecord", name)
+            except NotFound:
+                pass  # deleted by someone else: nothing left to expire
+            except StoreError:
+                continue  # tried again at the next retention check
+            del self._ended[name]
 
 
 def newest_mtime(directory: Path, before: float) -> float | None:
