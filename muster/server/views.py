@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -80,6 +80,17 @@ class StoreSource:
         ]
         return sorted(seen, key=_occurred, reverse=True)[:limit]
 
+    def events_named(self, kind: str, objects: Iterable[tuple[str, str]]) -> list[Obj]:
+        """The stored Events about the objects of ``kind`` named by (namespace, name), any
+        incarnation: every stored Event is listed (a store keeps no index of what they are about)."""
+        wanted = set(objects)
+        return [
+            e
+            for e in self.list("Event")
+            if (e.get("involvedObject") or {}).get("kind") == kind
+            and ((e["involvedObject"].get("namespace") or ""), e["involvedObject"].get("name")) in wanted
+        ]
+
     def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
         if self.app is None:
             return []
@@ -134,6 +145,15 @@ class CacheSource(StoreSource):
                 if event is not None:
                     found.append(event)
         return sorted(found, key=_occurred, reverse=True)
+
+    def events_named(self, kind: str, objects: Iterable[tuple[str, str]]) -> list[Obj]:
+        """From the manager's Event index, each read from the store."""
+        found = []
+        for namespace, name in self.events.about_named(kind, objects):
+            event = super().get("Event", name, namespace or None)
+            if event is not None:
+                found.append(event)
+        return found
 
     def events_about(self, objs: list[Obj]) -> list[Obj]:
         """The stored Events about ``objs``."""

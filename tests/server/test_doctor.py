@@ -1,6 +1,7 @@
 """GET /api/v1/doctor on a prepared cluster driven through the controllers: an idle allocated
 GPU, a gang stuck behind fragmentation and an OOM loop are found, each with evidence and a
-fix; a healthy cluster has no finding."""
+fix; a healthy cluster has no finding; on a running manager it reads its cache and its Event
+index, and finds the same."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from muster.cli.doctor import markdown
+from muster.controllers.insight.doctor import diagnose
 from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.runtime.base import GpuFault, PodReason
 from muster.server import create_app
-from muster.server.views import use_manager
+from muster.server.routes.insight import doctor_inputs
+from muster.server.views import CacheSource, StoreSource, use_manager
 from muster.store import Store
 from tests.controllers.conftest import Harness, job
 from tests.server.conftest import AUTH, TOKEN
@@ -72,11 +75,8 @@ def gpus_of(h: Harness, name: str) -> list[str]:
     return [f"GPU-{pod['spec']['nodeName']}-{g}" for g in pod["spec"]["gpus"]]
 
 
-def test_finds_an_idle_gpu_a_stuck_gang_and_an_oom_loop(harness: Harness):
-    h = harness
-    for name, gpus in (("a", 3), ("b", 3), ("idle", 2)):
-        run(h, name, gpus=gpus)
-    # A job without GPUs that runs out of memory twice.
+def oom_twice(h: Harness) -> None:
+    """A job without GPUs that runs out of memory twice (each time a new incarnation of its pod)."""
     run(h, "oom", gpus=0, run_policy={"backoffLimit": 10})
     for attempt in (1, 2):
         h.rt.exit("default/oom-worker-0", 137, reason=PodReason.OOM_KILLED)
@@ -85,6 +85,13 @@ def test_finds_an_idle_gpu_a_stuck_gang_and_an_oom_loop(harness: Harness):
         )
         h.rt.run_all()
         h.settle()
+
+
+def test_finds_an_idle_gpu_a_stuck_gang_and_an_oom_loop(harness: Harness):
+    h = harness
+    for name, gpus in (("a", 3), ("b", 3), ("idle", 2)):
+        run(h, name, gpus=gpus)
+    oom_twice(h)
     # A 4-GPU pod finds 4 free GPUs, but in blocks of 1, 1 and 2.
     h.apply(job("gang", workers=1, gpus=4))
     h.settle(lambda: (h.get("Workload", "gang") or {}).get("status", {}).get("pending"))
@@ -237,3 +244,37 @@ def test_waits_are_reported_by_their_root_cause(harness: Harness):
         "it keeps 1 workload(s) waiting that would run now"
     )
     assert avoidable["fix"] == f"muster node uncordon {free} once it is fit to take pods"
+
+
+def test_on_a_running_manager_the_doctor_reads_its_cache_and_event_index_and_finds_the_same(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+):
+    h = harness
+    oom_twice(h)
+    run(h, "bad", gpus=1, run_policy={"backoffLimit": 0}, restart_policy="Never")
+    h.rt.exit("default/bad-worker-0", 3)
+    h.settle(lambda: h.has("TrainingJob", "bad", "Failed"))
+    run(h, "done", gpus=1)
+    h.rt.exit("default/done-worker-0", 0)
+    h.settle(lambda: h.has("TrainingJob", "done", "Succeeded"))
+    listed: list[str] = []
+    store_list = h.store.list
+    monkeypatch.setattr(
+        h.store, "list", lambda kind, *a, **kw: listed.append(kind) or store_list(kind, *a, **kw)
+    )
+
+    now = h.clock()
+    live = doctor_inputs(CacheSource(h.store, h.manager), now, {}, None)
+    assert listed == ["UsageRecord"]  # the one kind it reads that the manager does not cache
+    listed.clear()
+    every = doctor_inputs(StoreSource(h.store), now, {}, None)
+    assert "Event" in listed and "TrainingJob" in listed
+
+    assert diagnose(live) == diagnose(every)
+    assert [f.code for f in diagnose(live)] == ["JobFailed", "OOMLoop"]
+    # Of the Events, only those about the pods of jobs not finished, every incarnation of each.
+    assert {e["involvedObject"]["name"] for e in live.events} == {"oom-worker-0"}
+    assert len({e["involvedObject"]["uid"] for e in live.events}) == 3
+    oom = lambda events: sorted(e["metadata"]["name"] for e in events if e["reason"] == "OOMKilled")  # noqa: E731
+    assert oom(live.events) == oom(every.events) and len(oom(live.events)) == 2
+    assert sorted(w["metadata"]["name"] for w in live.workloads) == ["oom"]  # in play only

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +35,7 @@ from muster.controllers.insight.usage import (
 from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.controllers.nodes.health import GPU_UNHEALTHY_TAINT
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "watched_pods"]
 
 _GPU = "nvidia.com/gpu"
 
@@ -128,11 +128,7 @@ def jobs(inp: Inputs, t: Thresholds) -> list[Finding]:
         backoff = f"{restarts} gang restart(s) so far" + (
             f" (backoffLimit {limit})" if limit is not None else ""
         )
-        killed = {
-            pod_name(name, rtype, i): ooms.get((ns, pod_name(name, rtype, i)), 0)
-            for rtype, replica in replicas.items()
-            for i in range(int((replica or {}).get("replicas", 1) or 0))
-        }
+        killed = {pod: ooms.get((ns, pod), 0) for pod in _replica_pods(job)}
         total = sum(killed.values())
         obj = f"trainingjob/{ns}/{name}"
         if total >= 2:
@@ -166,6 +162,17 @@ def jobs(inp: Inputs, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+def watched_pods(jobs: Iterable[Obj]) -> list[tuple[str, str]]:
+    """(namespace, name) of the pods of the jobs not finished: those whose ``OOMKilled`` Events
+    :func:`jobs` counts, any incarnation (so a caller may pass the Events about these alone)."""
+    return [
+        (job["metadata"].get("namespace") or "default", pod)
+        for job in jobs
+        if job_phase(job) not in (JobPhase.SUCCEEDED, JobPhase.FAILED)
+        for pod in _replica_pods(job)
+    ]
 
 
 def idle_gpus(inp: Inputs, t: Thresholds) -> list[Finding]:
@@ -376,6 +383,16 @@ def _covers(readings: list[GpuReading], start: float, now: float, interval: floa
     """The readings span the window: the first near its start, the last recent."""
     slack = max(1.5 * interval, 1.0)
     return bool(readings) and readings[0].time <= start + slack and readings[-1].time >= now - 2 * slack
+
+
+def _replica_pods(job: Obj) -> list[str]:
+    """The names of the pods a job's replicas run as (every incarnation has the same)."""
+    name, replicas = job["metadata"]["name"], (job.get("spec") or {}).get("replicaSpecs") or {}
+    return [
+        pod_name(name, rtype, i)
+        for rtype, replica in replicas.items()
+        for i in range(int((replica or {}).get("replicas", 1) or 0))
+    ]
 
 
 def _gang(wl: Obj) -> tuple[int, int] | None:

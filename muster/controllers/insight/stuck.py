@@ -39,19 +39,19 @@ def failed(inp: Inputs, _t: Thresholds) -> list[Finding]:
     """TrainingJobs that failed (backoffLimit, deadline, a replica that exited), with the
     replica that failed first."""
     found: list[tuple[str, str, str]] = []  # object, reason, evidence line
-    for job in sorted(inp.jobs, key=object_ref):
-        if job_phase(job) is not JobPhase.FAILED:
-            continue
+    failed_jobs = [job for job in inp.jobs if job_phase(job) is JobPhase.FAILED]
+    if not failed_jobs:
+        return []
+    pods_of: dict[tuple[str, str], list[Obj]] = {}  # one pass over the pods, not one per failed job
+    for p in inp.pods:
+        job_name = (p["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
+        if job_name is not None:
+            pods_of.setdefault((p["metadata"].get("namespace") or "default", job_name), []).append(p)
+    for job in sorted(failed_jobs, key=object_ref):
         ns, name = job["metadata"].get("namespace") or "default", job["metadata"]["name"]
         cond = condition(job, "Failed") or {}
         reason = cond.get("reason") or "Failed"
-        pods = [
-            p
-            for p in inp.pods
-            if (p["metadata"].get("namespace") or "default") == ns
-            and (p["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name
-        ]
-        first = failing_pod(pods)
+        first = failing_pod(pods_of.get((ns, name), []))
         replica = ""
         if first is not None:
             facts = pod_facts([first])[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from muster.api.conditions import epoch
@@ -99,6 +100,18 @@ class EventRetention:
         involved = (obj["kind"], meta.get("namespace") or "", meta["name"], meta.get("uid") or "")
         with self._lock:
             return sorted(self._by_object.get(involved, ()))
+
+    def about_named(self, kind: str, objects: Iterable[tuple[str, str]]) -> list[EventKey]:
+        """(namespace, name) of the Events about the objects of ``kind`` named by (namespace,
+        name), whatever their incarnation (uid): a pod a job runs again keeps its name. Any thread."""
+        wanted = set(objects)
+        with self._lock:
+            return sorted(
+                key
+                for (k, namespace, name, _uid), keys in self._by_object.items()
+                if k == kind and (namespace, name) in wanted
+                for key in keys
+            )
 
     def newest(self) -> list[EventKey]:
         """(namespace, name) of every indexed Event, the one that occurred last first. Any thread."""

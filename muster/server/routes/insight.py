@@ -18,6 +18,7 @@ from starlette.responses import Response
 from muster.api import registry
 from muster.api.labels import EXPERIMENT_LABEL
 from muster.config import settings
+from muster.controllers.insight.checks import watched_pods
 from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
 from muster.controllers.insight.explain.experiment import explain_experiment
@@ -30,9 +31,9 @@ from muster.controllers.insight.usage import QueueUsage, gpu_usage, node_usage, 
 from muster.server.access.guard import Requirement, access_of, requires
 from muster.server.encoding import json_response
 from muster.server.errors import ERROR_RESPONSES, ApiError
-from muster.server.views import StoreSource, insight_source, manager_of
+from muster.server.views import StoreSource, consistent_source, insight_source, manager_of
 
-__all__ = ["INSIGHT_PREFIX", "router"]
+__all__ = ["INSIGHT_PREFIX", "doctor_inputs", "router"]
 
 INSIGHT_PREFIX = "/api/v1"
 _EXPLAINED = ("TrainingJob", "Workflow", "Workload", "Pod", "Experiment", "InferenceService")
@@ -146,7 +147,9 @@ def doctor(
         "idle_pool_cost": idle_pool_cost if idle_pool_cost is not None else s.doctor_idle_pool_cost,
     }
     thresholds = Thresholds(**{k: v for k, v in given.items() if v is not None})
-    store = request.app.state.store
+    # A running manager's cache, once it has every change the store had when asked: no finished
+    # object decoded again, and the OOM kills from its Event index (not every stored Event).
+    source, _revision = consistent_source(request.app)
     manager = manager_of(request.app)
     now = manager.ctx.now() if manager is not None else time.time()
     history: dict = {}
@@ -154,25 +157,33 @@ def doctor(
     if manager is not None and manager.gpus.enabled:
         window = thresholds.idle_minutes * 60 + 2 * manager.gpus.interval
         history, sample_seconds = manager.gpus.history(since=now - window), manager.gpus.interval
-    inputs = Inputs(
-        nodes=store.list("Node").items,
-        pods=store.list("Pod").items,
-        workloads=store.list("Workload").items,
-        jobs=store.list("TrainingJob").items,
-        cluster_queues=store.list("ClusterQueue").items,
-        local_queues=store.list("LocalQueue").items,
-        events=store.list("Event").items,
-        flavors=store.list("ResourceFlavor").items,
-        topologies=store.list("Topology").items,
-        cohorts=store.list("Cohort").items,
-        priority_classes=store.list("PriorityClass").items,
+    inputs = doctor_inputs(source, now, history, sample_seconds)
+    return json_response(report(diagnose(inputs, thresholds), inputs, thresholds))
+
+
+def doctor_inputs(source: StoreSource, now: float, history: dict, sample_seconds: float | None) -> Inputs:
+    """What the doctor's checks read, from ``source``: on a running manager's cache no stored
+    object is decoded but the few kinds it does not cache, and of the Events only those about
+    the pods of jobs not finished (the OOM kills it counts), found through its Event index."""
+    jobs = source.list("TrainingJob")
+    return Inputs(
+        nodes=source.list("Node"),
+        pods=source.list("Pod"),
+        workloads=source.list_live("Workload"),  # the checks look at pending and admitted ones
+        jobs=jobs,
+        cluster_queues=source.list("ClusterQueue"),
+        local_queues=source.list("LocalQueue"),
+        events=source.events_named("Pod", watched_pods(jobs)),
+        flavors=source.list("ResourceFlavor"),
+        topologies=source.list("Topology"),
+        cohorts=source.list("Cohort"),
+        priority_classes=source.list("PriorityClass"),
         history=history,
         sample_seconds=sample_seconds,
         now=now,
-        usage_records=store.list("UsageRecord").items,
-        node_claims=store.list("NodeClaim").items,
+        usage_records=source.list("UsageRecord"),
+        node_claims=source.list("NodeClaim"),
     )
-    return json_response(report(diagnose(inputs, thresholds), inputs, thresholds))
 
 
 @router.get(f"{INSIGHT_PREFIX}/queues/usage", operation_id="queueUsage")
