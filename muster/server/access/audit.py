@@ -52,6 +52,7 @@ class AuditWriter:
         self.dropped = 0
         self._queue: list[dict[str, Any]] = []
         self._cond = threading.Condition()
+        self._flushing = threading.Lock()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._next_prune = 0.0
@@ -84,13 +85,17 @@ class AuditWriter:
             self._cond.notify_all()
 
     def flush(self) -> None:
-        """Write every queued record now (tests, shutdown)."""
-        while True:
-            with self._cond:
-                batch, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
-            if not batch:
-                return
-            self._write(batch)
+        """Write every queued record now (a read of the log, shutdown); returns once they and
+        any batch the writer thread had taken are stored."""
+        # One flush at a time: without it, a batch the writer thread had just taken off the
+        # queue but not yet stored was missing from a read that had flushed (an empty queue).
+        with self._flushing:
+            while True:
+                with self._cond:
+                    batch, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
+                if not batch:
+                    return
+                self._write(batch)
 
     def prune(self) -> int:
         """Delete the records older than the retention; how many went."""

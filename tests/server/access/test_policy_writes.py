@@ -3,6 +3,7 @@ hold, a roleRef never changes, and a change takes effect at the next request; th
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -203,6 +204,40 @@ def test_audit_records_older_than_the_retention_are_pruned(sqlite_store: Store):
     writer.flush()
     assert writer.prune() == 1
     assert [r["user"] for r in sqlite_store.query_audit(AuditQuery())] == ["new"]  # type: ignore[attr-defined]
+
+
+def test_a_flush_returns_once_the_batch_the_writer_thread_took_is_stored(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    """A read of the log flushes first, so that what was just done shows: it must also wait for
+    a batch the writer thread had already taken off the queue (it once returned at once)."""
+    from muster.server.access.audit import AuditWriter
+    from muster.store.audit import AuditQuery
+
+    writing, release = threading.Event(), threading.Event()
+    append = sqlite_store.append_audit  # type: ignore[attr-defined]
+
+    def slow_append(batch: list[dict]) -> None:
+        writing.set()
+        release.wait(10)
+        append(batch)
+
+    monkeypatch.setattr(sqlite_store, "append_audit", slow_append)
+    writer = AuditWriter(sqlite_store)
+    writer.start()
+    try:
+        writer.record({"time": time.time(), "user": "alice", "verb": "create", "code": 201})
+        assert writing.wait(10)  # the writer thread holds the batch, not yet stored
+        flushed = threading.Thread(target=writer.flush)
+        flushed.start()
+        flushed.join(0.2)
+        assert flushed.is_alive()  # waiting for the write in flight
+        release.set()
+        flushed.join(10)
+        assert [r["user"] for r in sqlite_store.query_audit(AuditQuery())] == ["alice"]  # type: ignore[attr-defined]
+    finally:
+        release.set()
+        writer.stop()
 
 
 def test_the_tenancy_example_applies_as_written_and_does_what_it_says(teams: tuple[RunningServer, Clients]):
