@@ -91,6 +91,11 @@ class StoreSource:
             and ((e["involvedObject"].get("namespace") or ""), e["involvedObject"].get("name")) in wanted
         ]
 
+    def pool_usage_records(self, since: float) -> list[Obj]:
+        """The UsageRecords the doctor's idle-pool check needs from ``since`` on: here every
+        stored one (a store cannot tell which were open then without decoding them)."""
+        return self.list("UsageRecord")
+
     def log_tail(self, pod: str, namespace: str, lines: int) -> list[str]:
         if self.app is None:
             return []
@@ -114,6 +119,7 @@ class CacheSource(StoreSource):
         super().__init__(store, app)
         self.cache = manager.ctx.cache
         self.events = manager.events
+        self.ledger = manager.capacity.ledger
 
     def get(self, kind: str, name: str, namespace: str | None) -> Obj | None:
         if kind in WATCHED_KINDS:
@@ -154,6 +160,13 @@ class CacheSource(StoreSource):
             if event is not None:
                 found.append(event)
         return found
+
+    def pool_usage_records(self, since: float) -> list[Obj]:
+        """The records of pool nodes and their pods open at any time from ``since`` on, which
+        the cost ledger keeps in memory (the check sets the rest aside: no pool); the store's
+        when the ledger does not know them that far back."""
+        found = self.ledger.pool_records(since)
+        return found if found is not None else super().pool_usage_records(since)
 
     def events_about(self, objs: list[Obj]) -> list[Obj]:
         """The stored Events about ``objs``."""

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from muster.api.conditions import iso
 from muster.cli.doctor import markdown
-from muster.controllers.insight.doctor import diagnose
+from muster.controllers.capacity.ledger import RECENT_POOL_SECONDS
+from muster.controllers.insight.checks import IDLE_COST_WINDOW
+from muster.controllers.insight.doctor import Thresholds, diagnose
 from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.runtime.base import GpuFault, PodReason
 from muster.server import create_app
@@ -265,7 +268,7 @@ def test_on_a_running_manager_the_doctor_reads_its_cache_and_event_index_and_fin
 
     now = h.clock()
     live = doctor_inputs(CacheSource(h.store, h.manager), now, {}, None)
-    assert listed == ["UsageRecord"]  # the one kind it reads that the manager does not cache
+    assert listed == []  # not one stored object listed: the cache, the Event index, the ledger
     listed.clear()
     every = doctor_inputs(StoreSource(h.store), now, {}, None)
     assert "Event" in listed and "TrainingJob" in listed
@@ -278,3 +281,50 @@ def test_on_a_running_manager_the_doctor_reads_its_cache_and_event_index_and_fin
     oom = lambda events: sorted(e["metadata"]["name"] for e in events if e["reason"] == "OOMKilled")  # noqa: E731
     assert oom(live.events) == oom(every.events) and len(oom(live.events)) == 2
     assert sorted(w["metadata"]["name"] for w in live.workloads) == ["oom"]  # in play only
+
+
+def test_the_idle_pool_check_reads_the_pool_records_the_cost_ledger_keeps(
+    sqlite_store: Store, tmp_path: Path
+):
+    now = time.time()
+    hour = 3600.0
+
+    def record(name: str, kind: str, start: float, end: float | None, pool: str = "a100", **spec) -> dict:
+        times = {"start": iso(start), **({"end": iso(end)} if end is not None else {})}
+        body = {"type": kind, "name": name, "uid": f"uid-{name}", "node": "gone", "nodePool": pool}
+        body |= {"pricePerHour": 30.0, "nodeGpus": 8, "gpus": 8.0} | times | spec
+        return {
+            "apiVersion": "muster.dev/v1",
+            "kind": "UsageRecord",
+            "metadata": {"name": name},
+            "spec": body,
+        }
+
+    sqlite_store.apply(
+        [
+            record("node-open", "Node", now - 2 * hour, None),  # its node is gone: closed at the first pass
+            record("pod-recent", "Pod", now - 2 * hour, now - hour / 2),
+            record("node-old", "Node", now - 5 * hour, now - 2 * hour),  # ended before the window
+            record("pod-no-pool", "Pod", now - hour, now - 600, pool=""),
+        ]
+    )
+    h = Harness(sqlite_store, tmp_path / "home")
+    try:
+        h.clock.now = now
+        h.settle()
+        assert IDLE_COST_WINDOW == RECENT_POOL_SECONDS  # else the doctor reads the store for them
+        live = doctor_inputs(CacheSource(h.store, h.manager), now, {}, None)
+        every = doctor_inputs(StoreSource(h.store), now, {}, None)
+        assert sorted(r["metadata"]["name"] for r in live.usage_records) == ["node-open", "pod-recent"]
+        assert len(every.usage_records) == 4
+        thresholds = Thresholds(idle_pool_cost=1.0)
+        found = diagnose(live, thresholds)
+        assert found == diagnose(every, thresholds)
+        assert [f.title for f in found] == [
+            "NodePool a100 paid 15.00 per hour for idle capacity over the last hour"
+        ]
+        # Further back than the ledger keeps: from the store.
+        assert h.manager.capacity.ledger.pool_records(now - 2 * hour) is None
+        assert len(CacheSource(h.store, h.manager).pool_usage_records(now - 2 * hour)) == 4
+    finally:
+        h.close()

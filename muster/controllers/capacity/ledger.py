@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,15 @@ from muster.controllers.context import Context
 from muster.store.base import AlreadyExists, NotFound, StoreError
 from muster.util import paused_gc
 
-__all__ = ["Ledger", "newest_mtime"]
+__all__ = ["RECENT_POOL_SECONDS", "Ledger", "newest_mtime"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 _RETENTION_CHECK = 3600.0
+# How far back pool_records answers from memory: the window of the doctor's idle-pool check.
+RECENT_POOL_SECONDS = 3600.0
+_PRUNE_SECONDS = 60.0
 
 
 class Ledger:
@@ -55,7 +59,23 @@ class Ledger:
         # record name -> end (epoch) of every closed record: what expires is found here, not by
         # listing (and decoding) every stored record again each hour
         self._ended: dict[str, float] = {}
+        # Records of pool nodes and their pods closed since _kept_from (see pool_records).
+        self._recent_pool: dict[str, Obj] = {}
+        self._kept_from = float("inf")
+        self._lock = threading.Lock()  # the server's threads read the records (pool_records)
         self._next_retention = 0.0
+
+    def pool_records(self, since: float) -> list[Obj] | None:
+        """(Any thread.) The records of NodePool nodes and of pods on them that were open at any
+        time from ``since`` on: the open ones and those closed since, from memory (all the
+        doctor's idle-pool check needs, not every stored record). None when they are not known
+        that far back (not read from the store yet, or ``since`` before what it keeps)."""
+        with self._lock:
+            if self._open is None or since < self._kept_from:
+                return None
+            found = [r for r in self._open.values() if r["spec"].get("nodePool")]
+            found += [r for r in self._recent_pool.values() if (epoch(r["spec"].get("end")) or 0.0) >= since]
+        return found
 
     def reconcile(self, changed: dict[Key, Obj | None], full: bool) -> None:
         if self._open is None:
@@ -83,6 +103,8 @@ class Ledger:
             self._close(rec, None, self.ctx.now())
         if full or any(k[0] in ("Node", "NodeClaim") for k in changed):
             self._nodes()
+        if self.ctx.now() - RECENT_POOL_SECONDS >= self._kept_from + _PRUNE_SECONDS:
+            self._prune_recent()
         if full and self.ctx.now() >= self._next_retention:
             self._next_retention = self.ctx.now() + _RETENTION_CHECK
             self._expire()
@@ -161,12 +183,16 @@ class Ledger:
         try:
             stored = self.ctx.writer().update(updated)
         except NotFound:
-            self._open.pop(rec["metadata"]["name"], None)  # type: ignore[union-attr]
+            with self._lock:
+                self._open.pop(rec["metadata"]["name"], None)  # type: ignore[union-attr]
             return
         except StoreError:
             log.exception("could not close usage record %s", rec["metadata"]["name"])
             return
-        self._open.pop(rec["metadata"]["name"], None)  # type: ignore[union-attr]
+        with self._lock:
+            self._open.pop(rec["metadata"]["name"], None)  # type: ignore[union-attr]
+            if spec.get("nodePool"):
+                self._recent_pool[rec["metadata"]["name"]] = stored
         self._ended[rec["metadata"]["name"]] = epoch(spec["end"]) or end
         if spec.get("interrupted"):
             self._charge_interruption(stored)
@@ -259,14 +285,30 @@ class Ledger:
     # -- store ---------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        self._open, self._ended = {}, {}
+        opened: dict[str, Obj] = {}
+        ended: dict[str, float] = {}
+        recent: dict[str, Obj] = {}
+        kept_from = self.ctx.now() - RECENT_POOL_SECONDS
         with paused_gc():  # many fresh containers, no cycle (see Cache._relist)
             for rec in self.ctx.store.list("UsageRecord").items:
-                end = rec["spec"].get("end")
-                if not end:
-                    self._open[rec["metadata"]["name"]] = rec
-                else:
-                    self._ended[rec["metadata"]["name"]] = epoch(end) or 0.0
+                name, spec = rec["metadata"]["name"], rec["spec"]
+                if not spec.get("end"):
+                    opened[name] = rec
+                    continue
+                ended[name] = epoch(spec["end"]) or 0.0
+                if spec.get("nodePool") and ended[name] >= kept_from:
+                    recent[name] = rec
+        with self._lock:
+            self._open, self._ended, self._recent_pool, self._kept_from = opened, ended, recent, kept_from
+
+    def _prune_recent(self) -> None:
+        kept_from = self.ctx.now() - RECENT_POOL_SECONDS
+        with self._lock:
+            for name in [
+                n for n, r in self._recent_pool.items() if (epoch(r["spec"]["end"]) or 0.0) < kept_from
+            ]:
+                del self._recent_pool[name]
+            self._kept_from = kept_from
 
     def _records(self, kind: str) -> list[Obj]:
         return [r for r in self._open.values() if r["spec"]["type"] == kind]  # type: ignore[union-attr]
@@ -280,7 +322,8 @@ class Ledger:
         except StoreError:
             log.exception("could not write usage record %s", name)
             return None
-        self._open[name] = rec  # type: ignore[index]
+        with self._lock:
+            self._open[name] = rec  # type: ignore[index]
         return rec
 
     def _claim_of(self, node: str) -> Obj | None:
@@ -299,6 +342,8 @@ class Ledger:
             except StoreError:
                 continue  # tried again at the next retention check
             del self._ended[name]
+            with self._lock:
+                self._recent_pool.pop(name, None)
 
 
 def newest_mtime(directory: Path, before: float) -> float | None:

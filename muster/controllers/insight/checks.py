@@ -35,9 +35,12 @@ from muster.controllers.insight.usage import (
 from muster.controllers.nodes.gpumonitor import GpuReading
 from muster.controllers.nodes.health import GPU_UNHEALTHY_TAINT
 
-__all__ = ["CHECKS", "watched_pods"]
+__all__ = ["CHECKS", "IDLE_COST_WINDOW", "watched_pods"]
 
 _GPU = "nvidia.com/gpu"
+# What the idle-pool check looks back over (the cost ledger keeps as much of pool records in
+# memory: RECENT_POOL_SECONDS).
+IDLE_COST_WINDOW = 3600.0
 
 
 def nodes(inp: Inputs, _t: Thresholds) -> list[Finding]:
@@ -337,9 +340,9 @@ def quota(inp: Inputs, _t: Thresholds) -> list[Finding]:
 
 def pool_idle_cost(inp: Inputs, t: Thresholds) -> list[Finding]:
     """NodePools paying for nodes nothing runs on: idle cost per hour over the last hour."""
-    start = inp.now - _IDLE_COST_WINDOW
+    start = inp.now - IDLE_COST_WINDOW
     report = cost_report(inp.usage_records, start, inp.now, by="pool")
-    hours = _IDLE_COST_WINDOW / 3600.0
+    hours = IDLE_COST_WINDOW / 3600.0
     out = []
     for pool in report.pools:
         per_hour = pool.idle_cost / hours
@@ -373,7 +376,6 @@ CHECKS: tuple[Callable[[Inputs, Thresholds], list[Finding]], ...] = (
     quota,
     pool_idle_cost,
 )
-_IDLE_COST_WINDOW = 3600.0
 
 
 # -- helpers ---------------------------------------------------------------------------------

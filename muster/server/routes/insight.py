@@ -18,7 +18,7 @@ from starlette.responses import Response
 from muster.api import registry
 from muster.api.labels import EXPERIMENT_LABEL
 from muster.config import settings
-from muster.controllers.insight.checks import watched_pods
+from muster.controllers.insight.checks import IDLE_COST_WINDOW, watched_pods
 from muster.controllers.insight.doctor import diagnose, report
 from muster.controllers.insight.explain import explain
 from muster.controllers.insight.explain.experiment import explain_experiment
@@ -162,9 +162,9 @@ def doctor(
 
 
 def doctor_inputs(source: StoreSource, now: float, history: dict, sample_seconds: float | None) -> Inputs:
-    """What the doctor's checks read, from ``source``: on a running manager's cache no stored
-    object is decoded but the few kinds it does not cache, and of the Events only those about
-    the pods of jobs not finished (the OOM kills it counts), found through its Event index."""
+    """What the doctor's checks read, from ``source``: on a running manager no stored object is
+    decoded but the few Events about the pods of jobs not finished (the OOM kills it counts,
+    found through its Event index); its cost ledger has the pool records in memory."""
     jobs = source.list("TrainingJob")
     return Inputs(
         nodes=source.list("Node"),
@@ -181,7 +181,7 @@ def doctor_inputs(source: StoreSource, now: float, history: dict, sample_seconds
         history=history,
         sample_seconds=sample_seconds,
         now=now,
-        usage_records=source.list("UsageRecord"),
+        usage_records=source.pool_usage_records(now - IDLE_COST_WINDOW),
         node_claims=source.list("NodeClaim"),
     )
 
