@@ -346,6 +346,32 @@ def _steps(text: str) -> int:
     return int(found[-1]) if found else -1
 
 
+def test_the_jobs_page_shows_a_page_at_a_time_filtered_by_the_server(browser: Any, home_store: Store):
+    home_store.apply([c.ddp_job(f"job-{i:03d}", conditions=[c.condition("Running")]) for i in range(130)])
+    with serve(home_store) as server:
+        tab = Page(browser, server.url, server.token)
+        try:
+            tab.open("/jobs", "table.jobs a.job-link")
+            page, count = tab.page, tab.page.locator(".filters .count")
+            links = page.locator("table.jobs a.job-link")
+            wait_for(lambda: count.inner_text() == "1–100 of 130", timeout=30, what="the first page")
+            assert links.count() == 100 and links.first.inner_text() == "job-129"  # newest first
+            assert page.locator("button[aria-label='Previous page']").is_disabled()
+            page.click("button[aria-label='Next page']")
+            wait_for(lambda: count.inner_text() == "101–130 of 130", timeout=30, what="the second page")
+            assert links.count() == 30 and links.last.inner_text() == "job-000"
+            assert page.locator("button[aria-label='Next page']").is_disabled()
+            page.fill("input[type=search]", "job-12")  # job-120 to job-129, from the first page
+            wait_for(
+                lambda: count.inner_text() == "1–10 of 10 (of 130)", timeout=30, what="the filtered rows"
+            )
+            assert links.count() == 10
+            assert "q=job-12" in page.url
+            assert tab.errors == []
+        finally:
+            tab.close()
+
+
 def test_the_jobs_table_fits_a_1440_pixel_screen(browser: Any, home_store: Store):
     """Long reasons are cut (the whole message is the cell's title), not pushed past the card."""
     home_store.create(c.gpu_node("node-a", gpus=2))

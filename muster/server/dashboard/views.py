@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from muster.api.common import GPU
@@ -122,20 +122,44 @@ def queues_view(request: Request) -> Response:
 
 @router.get("/jobs")
 @requires(AUTHENTICATED)
-def jobs_view(request: Request) -> Response:
-    """One row per TrainingJob: state and its reason (the latest True condition), queue, size."""
+def jobs_view(
+    request: Request,
+    q: str = Query("", description="Only jobs whose name or namespace contains this (any case)."),
+    state: str = Query("", description="Only jobs in this state (Running, Queued, Failed, ...)."),
+    queue: str = Query("", description="Only jobs of this LocalQueue."),
+    limit: int | None = Query(
+        None, ge=1, le=1000, description="At most this many rows, newest first (every row when absent)."
+    ),
+    offset: int = Query(0, ge=0, description="Matching rows skipped before the first returned."),
+) -> Response:
+    """TrainingJobs newest first, one row each: state and its reason (the latest condition),
+    queue, size. ``total`` counts the jobs the identity may see, ``matched`` those the filters
+    keep, ``queues`` names the queues of them all (the filter's choices); ``limit`` and
+    ``offset`` page the matched rows, so a page of a large cluster carries only its rows."""
     source, revision = consistent_source(request.app)
-    access = access_of(request)
-    workloads = {
-        (w["metadata"].get("namespace") or "default", w["metadata"]["name"]): w
-        for w in source.list("Workload")
-    }
-    rows = []
-    for job in _seen(access, source, "TrainingJob"):
-        key = (job["metadata"].get("namespace") or "default", _workload_name(job))
-        rows.append(_job_row(job, workloads.get(key)))
-    rows.sort(key=lambda r: r["created"] or "", reverse=True)
-    return json_response({"revision": revision, "jobs": rows})
+    seen = _seen(access_of(request), source, "TrainingJob")
+    needle = q.strip().lower()
+    matched = [
+        job
+        for job in seen
+        if (not needle or needle in job["metadata"]["name"].lower() or needle in _namespace(job).lower())
+        and (not queue or _queue_of(job) == queue)
+        and (not state or _state(latest_condition(job)) == state)
+    ]
+    matched.sort(key=lambda job: job["metadata"].get("creationTimestamp") or "", reverse=True)
+    page = matched[offset : offset + limit] if limit is not None else matched[offset:]
+    # Only the page's rows need their Workload (for the GPUs): read each, not every Workload.
+    rows = [_job_row(job, source.get("Workload", _workload_name(job), _namespace(job))) for job in page]
+    return json_response(
+        {
+            "revision": revision,
+            "jobs": rows,
+            "total": len(seen),
+            "matched": len(matched),
+            "offset": offset,
+            "queues": sorted({_queue_of(job) for job in seen}),
+        }
+    )
 
 
 @router.get("/jobs/{namespace}/{name}")
@@ -218,12 +242,12 @@ def _job_row(job: Obj, workload: Obj | None) -> dict[str, Any]:
     replicas = sum(int(r.get("replicas") or 0) for r in (spec.get("replicaSpecs") or {}).values())
     gpus = workload_requests(workload).get(GPU) if workload is not None else None
     return {
-        "namespace": meta.get("namespace") or "default",
+        "namespace": _namespace(job),
         "name": meta["name"],
         "state": _state(cond),
         "reason": (cond or {}).get("reason") or "",
         "message": (cond or {}).get("message") or "",
-        "queue": spec.get("queueName") or "default",
+        "queue": _queue_of(job),
         "priorityClass": spec.get("priorityClassName"),
         "replicas": replicas,
         "gpus": None if gpus is None else fmt_amount(GPU, gpus),
@@ -256,6 +280,14 @@ def _replica(name: str, replica: str, pod: Obj | None) -> dict[str, Any]:
         "started": status.get("startTime"),
         "finished": status.get("finishTime"),
     }
+
+
+def _namespace(obj: Obj) -> str:
+    return obj["metadata"].get("namespace") or "default"
+
+
+def _queue_of(job: Obj) -> str:
+    return (job.get("spec") or {}).get("queueName") or "default"
 
 
 def _workload_name(job: Obj) -> str:

@@ -105,6 +105,37 @@ def test_jobs_rows_carry_state_reason_and_size(api: TestClient, busy: Store):
     assert rows["train"]["state"] == "Running" and rows["train"]["gpus"] == "2"
 
 
+def test_the_jobs_rows_come_filtered_and_a_page_at_a_time(api: TestClient, sqlite_store: Store):
+    states = ("Running", "Failed", "Succeeded")
+    for i in range(25):
+        obj = job(f"job-{i:02d}", 1, states[i % 3], "", "", f"00:{i:02d}")
+        obj["metadata"]["namespace"] = "lab" if i < 5 else "default"
+        obj["spec"]["queueName"] = "batch" if i % 2 else "team"
+        sqlite_store.create(obj)
+    # creationTimestamp is the store's clock: the jobs were created in name order.
+    everything = api.get("/ui/api/jobs").json()
+    assert everything["total"] == everything["matched"] == 25 and len(everything["jobs"]) == 25
+    newest_first = [r["name"] for r in everything["jobs"]]
+    assert newest_first == [f"job-{i:02d}" for i in reversed(range(25))]
+    assert everything["queues"] == ["batch", "team"]
+
+    first = api.get("/ui/api/jobs", params={"limit": 10}).json()
+    last = api.get("/ui/api/jobs", params={"limit": 10, "offset": 20}).json()
+    assert [r["name"] for r in first["jobs"]] == newest_first[:10]
+    assert [r["name"] for r in last["jobs"]] == newest_first[20:]
+    assert (last["total"], last["matched"], last["offset"]) == (25, 25, 20)
+
+    failed = api.get("/ui/api/jobs", params={"state": "Failed", "queue": "batch"}).json()
+    assert [r["name"] for r in failed["jobs"]] == ["job-19", "job-13", "job-07", "job-01"]
+    assert (failed["total"], failed["matched"]) == (25, 4)
+    assert failed["queues"] == ["batch", "team"]  # the filter's choices stay every queue
+    lab = api.get("/ui/api/jobs", params={"q": "LAB", "limit": 2}).json()
+    assert [r["name"] for r in lab["jobs"]] == ["job-04", "job-03"] and lab["matched"] == 5
+    assert api.get("/ui/api/jobs", params={"q": "nothing"}).json()["jobs"] == []
+    refused = api.get("/ui/api/jobs", params={"limit": 0})
+    assert refused.status_code == 400 and "limit" in refused.text
+
+
 def test_a_job_comes_with_why_replicas_and_every_event_about_it(api: TestClient, busy: Store):
     data = api.get("/ui/api/jobs/default/wait").json()
     assert data["why"]["state"] == "Queued" and data["why"]["reason"] == "QuotaExhausted"

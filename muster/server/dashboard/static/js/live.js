@@ -18,7 +18,9 @@ export function follow(kinds, fn) {
   const listener = { kinds: new Set(kinds), run: coalesced(fn) };
   listeners.add(listener);
   listener.run();
-  return () => { listeners.delete(listener); listener.run.stop(); };
+  const stop = () => { listeners.delete(listener); listener.run.stop(); };
+  stop.refresh = listener.run; // fetch again now (a page whose query changed)
+  return stop;
 }
 
 const SETTLE_MS = 150;

@@ -101,5 +101,7 @@ export function livePage(root, kinds, url, render) {
       put(body, h("div", { class: "failure" }, h("strong", {}, "Could not load this page: "), err.message));
     }
   });
-  return () => { controller.abort(); stop(); };
+  const dispose = () => { controller.abort(); stop(); };
+  dispose.refresh = stop.refresh;
+  return dispose;
 }
