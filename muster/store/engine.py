@@ -11,6 +11,7 @@ SQLite's deferred transactions in WAL mode, PostgreSQL's REPEATABLE READ.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 
 __all__ = [
     "WriteTransaction",
@@ -34,6 +36,7 @@ _MIGRATIONS = Path(__file__).parent / "migrations"
 # Any constant works: it only has to be the same for every Muster process migrating one database.
 _MIGRATION_LOCK_KEY = 0x6D757374
 _WRITE = "muster_write"
+_PING_AFTER_IDLE_SECONDS = 1.0
 
 
 def make_engine(url: str, busy_timeout_s: float = 30.0) -> Engine:
@@ -47,10 +50,35 @@ def make_engine(url: str, busy_timeout_s: float = 30.0) -> Engine:
         plain = parsed.difference_update_query(["synchronous"]).render_as_string(hide_password=False)
         return _sqlite_engine(plain, parsed.database, busy_timeout_s, synchronous)
     if parsed.get_backend_name() == "postgresql":
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        return _postgres_engine(url)
     raise ValueError(
         f"unsupported store URL {url!r}: use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
     )
+
+
+def _postgres_engine(url: str) -> Engine:
+    """A pooled PostgreSQL engine that pings a connection before handing it out only when it
+    sat in the pool for :data:`_PING_AFTER_IDLE_SECONDS` (SQLAlchemy's ``pool_pre_ping`` pings
+    at every checkout: a round trip, and an apply or a manager pass checks out several). A
+    server restart leaves dead connections in an idle pool, which are found and replaced; one
+    that dies while in use fails its statement, and SQLAlchemy then discards the whole pool."""
+    engine = create_engine(url, pool_size=10, max_overflow=20)
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi: Any, record: Any) -> None:
+        record.info["returned"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get("returned")
+        if returned is None or time.monotonic() - returned < _PING_AFTER_IDLE_SECONDS:
+            return  # just connected, or in use a moment ago
+        try:
+            engine.dialect.do_ping(dbapi)
+        except Exception as exc:
+            raise DisconnectionError(f"a pooled connection is dead ({exc})") from exc  # replaced, tried again
+
+    return engine
 
 
 def is_postgres(engine: Engine) -> bool:
