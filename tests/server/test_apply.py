@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from muster.server.errors import ApiError
+from muster.server.routes.apply import _authorize
+from muster.store import Store
 from muster.testing.factories import flavor, local_queue, training_job
 
 APPLY = "/apis/muster.dev/v1/apply"
@@ -149,3 +153,41 @@ def test_sources_without_documents_and_requests_with_both_or_neither_are_refused
     for resp in (both, neither):
         assert resp.status_code == 400 and "either documents" in resp.text
     assert names(api, "/apis/muster.dev/v1/resourceflavors") == []
+
+
+class _Rights:
+    """An identity allowed exactly ``allowed`` (verb, resource) pairs (any namespace, any name)."""
+
+    def __init__(self, *allowed: tuple[str, str]) -> None:
+        self.allowed = set(allowed)
+
+    def can(self, verb: str, resource: str, namespace: str | None = None, name: str = "") -> bool:
+        return (verb, resource) in self.allowed
+
+    def check(self, verb: str, resource: str, namespace: str | None = None, name: str = "") -> None:
+        if not self.can(verb, resource, namespace, name):
+            raise ApiError(403, f"may not {verb} {resource}")
+
+
+def test_an_apply_reads_an_object_to_authorise_it_only_when_create_and_update_differ(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    sqlite_store.create(training_job("old"))
+    reads: list[str] = []
+    get = sqlite_store.get
+    monkeypatch.setattr(
+        sqlite_store, "get", lambda kind, name, ns=None: reads.append(name) or get(kind, name, ns)
+    )
+    docs = [(0, training_job("old")), (1, training_job("new"))]
+
+    _authorize(_Rights(("create", "trainingjobs"), ("update", "trainingjobs")), sqlite_store, docs)  # type: ignore[arg-type]
+    assert reads == []  # allowed whether they exist or not
+
+    create_only = _Rights(("create", "trainingjobs"))
+    _authorize(create_only, sqlite_store, [(0, training_job("new"))])  # type: ignore[arg-type]
+    with pytest.raises(ApiError, match=r"document 0 \(trainingjob/default/old\): may not update"):
+        _authorize(create_only, sqlite_store, docs)  # type: ignore[arg-type]
+    update_only = _Rights(("update", "trainingjobs"))
+    with pytest.raises(ApiError, match=r"document 1 \(trainingjob/default/new\): may not create"):
+        _authorize(update_only, sqlite_store, docs)  # type: ignore[arg-type]
+    assert reads == ["new", "old", "old", "new"]

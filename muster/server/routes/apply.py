@@ -128,6 +128,13 @@ def _authorize(access: Access, store: Store, objects: list[tuple[int, dict[str, 
         info = registry.lookup(obj["kind"])
         meta = obj["metadata"]
         ns = meta.get("namespace") if info.namespaced else None
+        if (
+            info.plural not in _RBAC_PLURALS
+            and info.kind != "Namespace"
+            and access.can("create", info.plural, ns)
+            and access.can("update", info.plural, ns, meta["name"])
+        ):
+            continue  # allowed whether it exists or not: no read of it (a round trip) to tell
         try:
             store.get(info.kind, meta["name"], meta.get("namespace"))
             # A namespace's own RoleBindings may grant changes to it (not its creation).
@@ -137,7 +144,7 @@ def _authorize(access: Access, store: Store, objects: list[tuple[int, dict[str, 
             attrs = Attributes("create", info.plural, namespace=ns)
         try:
             access.check(attrs.verb, info.plural, attrs.namespace, attrs.name)
-            if info.plural in ("roles", "clusterroles", "rolebindings", "clusterrolebindings"):
+            if info.plural in _RBAC_PLURALS:
                 check_write(access, attrs, obj, roles)
         except ApiError as exc:
             raise ApiError(
@@ -146,6 +153,9 @@ def _authorize(access: Access, store: Store, objects: list[tuple[int, dict[str, 
                 exc.reason,
                 details={**(exc.details or {}), "document": index},
             ) from None
+
+
+_RBAC_PLURALS = ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
 
 
 def _ref(obj: dict[str, Any]) -> str:
