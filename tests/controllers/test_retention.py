@@ -153,3 +153,25 @@ def test_usage_records_expire_from_the_ledgers_index_without_listing_every_recor
         assert listed.count("UsageRecord") == 1  # loaded once; what expires comes from its index
     finally:
         h.close()
+
+
+def test_a_full_resync_does_not_write_the_usage_records_of_finished_pods_again(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A finished pod kept for a while has its record closed: every full resync (each pass here)
+    once tried to create it again, a read of the store per finished pod (AlreadyExists)."""
+    h = Harness(sqlite_store, tmp_path / "home")
+    try:
+        _run_to_success(h, "done")
+        assert [r["spec"]["name"] for r in sqlite_store.list("UsageRecord").items] == ["done-worker-0"]
+        assert "done-worker-0" in h.pods()  # kept (finished)
+        ledger = h.manager.capacity.ledger
+        creates: list[str] = []
+        create = ledger._create
+        monkeypatch.setattr(ledger, "_create", lambda name, spec: creates.append(name) or create(name, spec))
+        for _ in range(3):
+            h.clock.advance(1)
+            h.manager.run_once()
+        assert creates == []
+    finally:
+        h.close()

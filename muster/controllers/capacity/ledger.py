@@ -116,6 +116,8 @@ class Ledger:
         rec = self._open.get(name)  # type: ignore[union-attr]
         status = pod.get("status") or {}
         if rec is None:
+            if name in self._ended:
+                return  # written and closed: a finished pod kept for a while changes it no more
             start = status.get("startTime")
             if not start or not (pod.get("spec") or {}).get("nodeName"):
                 return
