@@ -18,6 +18,7 @@ from muster.controllers.cache import WATCHED_KINDS
 from muster.server.errors import ApiError
 from muster.server.logs import LogRequest, log_source, open_log
 from muster.store import NotFound, Store, parse_selector
+from muster.store.events import last_occurred
 
 if TYPE_CHECKING:
     from muster.controllers.manager import Manager
@@ -78,7 +79,7 @@ class StoreSource:
             for e in self.list("Event")
             if allows(e["metadata"].get("namespace") or "", e["metadata"]["name"])
         ]
-        return sorted(seen, key=_occurred, reverse=True)[:limit]
+        return sorted(seen, key=last_occurred, reverse=True)[:limit]
 
     def events_named(self, kind: str, objects: Iterable[tuple[str, str]]) -> list[Obj]:
         """The stored Events about the objects of ``kind`` named by (namespace, name), any
@@ -150,16 +151,11 @@ class CacheSource(StoreSource):
                 event = super().get("Event", name, namespace or None)
                 if event is not None:
                     found.append(event)
-        return sorted(found, key=_occurred, reverse=True)
+        return sorted(found, key=last_occurred, reverse=True)
 
     def events_named(self, kind: str, objects: Iterable[tuple[str, str]]) -> list[Obj]:
         """From the manager's Event index, each read from the store."""
-        found = []
-        for namespace, name in self.events.about_named(kind, objects):
-            event = super().get("Event", name, namespace or None)
-            if event is not None:
-                found.append(event)
-        return found
+        return self._stored_events(self.events.about_named(kind, objects))
 
     def pool_usage_records(self, since: float) -> list[Obj]:
         """The records of pool nodes and their pods open at any time from ``since`` on, which
@@ -170,17 +166,16 @@ class CacheSource(StoreSource):
 
     def events_about(self, objs: list[Obj]) -> list[Obj]:
         """The stored Events about ``objs``."""
+        return self._stored_events(key for obj in objs for key in self.events.about(obj))
+
+    def _stored_events(self, keys: Iterable[tuple[str, str]]) -> list[Obj]:
+        """The Events the index names by (namespace, name) that the store still holds."""
         found = []
-        for obj in objs:
-            for namespace, name in self.events.about(obj):
-                event = super().get("Event", name, namespace)
-                if event is not None:
-                    found.append(event)
+        for namespace, name in keys:
+            event = super().get("Event", name, namespace or None)
+            if event is not None:
+                found.append(event)
         return found
-
-
-def _occurred(event: Obj) -> str:
-    return event.get("lastTimestamp") or event.get("firstTimestamp") or ""
 
 
 def _key(obj: Obj) -> tuple[str, str]:

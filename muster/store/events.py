@@ -22,6 +22,7 @@ __all__ = [
     "event_name",
     "event_namespace",
     "events_for",
+    "last_occurred",
     "record_event",
     "refers_to",
 ]
@@ -92,6 +93,12 @@ def events_for(store: Store, involved: Obj) -> list[Obj]:
     candidates = store.list("Event", namespace=event_namespace(involved)).items
     found = [ev for ev in candidates if refers_to(ev, involved)]
     return sorted(found, key=lambda ev: ev.get("lastTimestamp") or "")
+
+
+def last_occurred(event: Obj) -> str:
+    """When ``event`` last occurred (RFC 3339, so it sorts as text; its first time when it
+    carries no last)."""
+    return event.get("lastTimestamp") or event.get("firstTimestamp") or ""
 
 
 def event_namespace(obj: Obj) -> str:

@@ -74,7 +74,7 @@ class Ledger:
             if self._open is None or since < self._kept_from:
                 return None
             found = [r for r in self._open.values() if r["spec"].get("nodePool")]
-            found += [r for r in self._recent_pool.values() if (epoch(r["spec"].get("end")) or 0.0) >= since]
+            found += [r for r in self._recent_pool.values() if _ended_at(r) >= since]
         return found
 
     def reconcile(self, changed: dict[Key, Obj | None], full: bool) -> None:
@@ -297,7 +297,7 @@ class Ledger:
                 if not spec.get("end"):
                     opened[name] = rec
                     continue
-                ended[name] = epoch(spec["end"]) or 0.0
+                ended[name] = _ended_at(rec)
                 if spec.get("nodePool") and ended[name] >= kept_from:
                     recent[name] = rec
         with self._lock:
@@ -306,9 +306,7 @@ class Ledger:
     def _prune_recent(self) -> None:
         kept_from = self.ctx.now() - RECENT_POOL_SECONDS
         with self._lock:
-            for name in [
-                n for n, r in self._recent_pool.items() if (epoch(r["spec"]["end"]) or 0.0) < kept_from
-            ]:
+            for name in [n for n, r in self._recent_pool.items() if _ended_at(r) < kept_from]:
                 del self._recent_pool[name]
             self._kept_from = kept_from
 
@@ -365,6 +363,11 @@ def newest_mtime(directory: Path, before: float) -> float | None:
             if mtime <= before + 1.0 and (newest is None or mtime > newest):
                 newest = mtime
     return newest
+
+
+def _ended_at(rec: Obj) -> float:
+    """When a closed record ended (epoch)."""
+    return epoch(rec["spec"].get("end")) or 0.0
 
 
 def _pod_record(pod: Obj) -> str:

@@ -39,7 +39,7 @@ from muster.server.encoding import json_response
 from muster.server.errors import ApiError
 from muster.server.views import StoreSource, consistent_source
 from muster.store import Store
-from muster.store.events import about_owned_by, refers_to
+from muster.store.events import about_owned_by, last_occurred, refers_to
 
 __all__ = ["UI_API", "recent_events", "replica_pods", "router"]
 
@@ -198,9 +198,7 @@ def job_view(request: Request, namespace: str, name: str) -> Response:
 
 def recent_events(events: Iterable[Obj], limit: int) -> list[dict[str, Any]]:
     """The ``limit`` most recent events, newest first, as rows."""
-    ordered = sorted(
-        events, key=lambda e: e.get("lastTimestamp") or e.get("firstTimestamp") or "", reverse=True
-    )
+    ordered = sorted(events, key=last_occurred, reverse=True)
     rows = []
     for e in ordered[:limit]:
         ref = e.get("involvedObject") or {}
