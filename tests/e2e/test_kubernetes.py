@@ -121,14 +121,14 @@ class Cluster:
                 return None
             raise
 
-    def bound(self, name: str, timeout: float = 30) -> Obj:
+    def bound(self, name: str, timeout: float = 30, off: str | None = None) -> Obj:
+        """Wait for the pod to be bound (to a node other than `off`, where given: the old
+        incarnation stays bound there until Muster has seen the node go)."""
+
         def found() -> Obj | None:
             pod = self.k8s_pod(name)
-            return (
-                pod
-                if pod and pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp")
-                else None
-            )
+            node = pod["spec"].get("nodeName") if pod else None
+            return pod if node and node != off and not pod["metadata"].get("deletionTimestamp") else None
 
         try:
             return wait_for(found, timeout=timeout, what=f"pod {name} bound")
@@ -323,7 +323,7 @@ def test_a_lost_node_fails_its_pods_and_the_gang_restarts_elsewhere(
     second = k8s_nodes.add(gpus=2)
 
     cluster.plane.set_node_ready(first, False)
-    assert cluster.bound("moving-worker-0")["spec"]["nodeName"] == second
+    assert cluster.bound("moving-worker-0", off=first)["spec"]["nodeName"] == second
     events = [e for e in cluster.store.list("Event", cluster.ns).items if e.get("reason") == "NodeLost"]
     assert events, "no NodeLost event"
 
