@@ -501,11 +501,15 @@ class Manager:
         if full or any(k[0] in ("Workload", "ResourceQuota") for k in changed):
             self.quotas.sync()
         self.capacity.reconcile(changed, full, scheduled)
-        pods = ctx.cache.list("Pod")
-        self.executor.sync(pods)
         if full:
+            pods = ctx.cache.list("Pod")
+            self.executor.sync(pods)
             self.executor.stop_orphans(pods)
             collect_finished_pods(ctx, self.config.finished_pod_limit)
+        else:
+            # A finished pod asks the executor for something only as it changes (a stop it
+            # asked for is done, a casualty to evict); the full resync looks at all of them.
+            self.executor.sync([*ctx.cache.list_live("Pod"), *_finished_pods(ctx.cache, changed)])
         self.events.sweep(now)
         # Changes taken early were seen by the steps after the one that made them, not by the
         # steps before it: those look at them on the next pass (the others skip what they saw).
@@ -724,6 +728,11 @@ class Seen:
     def seen(self, obj: Obj) -> bool:
         """Whether this version of ``obj`` was seen."""
         return self._versions.get(key_of(obj)) == _version(obj)
+
+
+def _finished_pods(cache: Cache, changed: dict[Key, Obj | None]) -> list[Obj]:
+    found = (cache.get("Pod", k[2], k[1] or None) for k in changed if k[0] == "Pod")
+    return [p for p in found if p is not None and is_final(p)]
 
 
 def _version(obj: Obj) -> str:

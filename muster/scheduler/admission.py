@@ -88,6 +88,9 @@ class _Admitter:
         self.d: Decisions = cycle.decisions
         self._plans: dict[tuple, FlavorPlan] = {}
         self._sigs: dict[int, tuple] = {}
+        # by the id of a pod set list: workloads of one shape may share theirs (the snapshot
+        # holds every list for the whole cycle, so an id is not reused meanwhile)
+        self._shapes: dict[int, tuple] = {}
         self._fail_cache: dict[tuple, tuple[tuple, Pending]] = {}
         self._epoch = 0  # bumps whenever capacity or candidates may have been freed
         self._root_epoch: dict[int, int] = {}
@@ -502,27 +505,9 @@ class _Admitter:
         if sig is not None:
             return sig
         within = node.cq.preemption.within_cluster_queue  # type: ignore[union-attr]
-        shape = tuple(
-            [
-                (
-                    ps.name,
-                    ps.count,
-                    ps.min_count,
-                    tuple(ps.requests.items()),
-                    ps.gpus,
-                    ps.gpu_milli,
-                    ps.gpu_memory,
-                    ps.gpu_models,
-                    tuple(ps.node_selector.items()) if ps.node_selector else (),
-                    ps.node_affinity,
-                    ps.tolerations,
-                    ps.topology_required,
-                    ps.topology_preferred,
-                    ps.anti_affinity,
-                )
-                for ps in w.pod_sets
-            ]
-        )
+        shape = self._shapes.get(id(w.pod_sets))
+        if shape is None:
+            shape = self._shapes[id(w.pod_sets)] = _shape(w)
         ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
         # A namespace with quotas decides too: its workloads share outcomes only among themselves.
         ns = w.namespace if self.c.namespaces.limited(w.namespace) else ""
@@ -538,3 +523,26 @@ class _Admitter:
         if node.parent is not None:
             root = id(node.root())
             self._root_epoch[root] = self._root_epoch.get(root, 0) + 1
+
+
+def _shape(w: PendingWorkload) -> tuple:
+    """What a workload's pod sets ask for, as a key (part of its signature)."""
+    return tuple(
+        (
+            ps.name,
+            ps.count,
+            ps.min_count,
+            tuple(ps.requests.items()),
+            ps.gpus,
+            ps.gpu_milli,
+            ps.gpu_memory,
+            ps.gpu_models,
+            tuple(ps.node_selector.items()) if ps.node_selector else (),
+            ps.node_affinity,
+            ps.tolerations,
+            ps.topology_required,
+            ps.topology_preferred,
+            ps.anti_affinity,
+        )
+        for ps in w.pod_sets
+    )

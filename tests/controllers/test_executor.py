@@ -143,3 +143,33 @@ def test_restart_re_adopts_and_records_what_happened_meanwhile(sqlite_store: Sto
         assert {p["status"]["reason"] for p in h.pods().values()} == {"Completed"}
     finally:
         h.close()
+
+
+def test_a_pass_between_resyncs_hands_the_executor_only_pods_in_play_or_changed(
+    sqlite_store: Store, tmp_path: Path
+):
+    h = Harness(sqlite_store, tmp_path / "home", resync_seconds=3600)  # only the first pass is full
+    try:
+        create(h.store, bound_pod("done"))
+        h.settle(lambda: h.rt.started)
+        h.rt.run("default/done")
+        h.rt.exit("default/done", 0)
+        h.settle(lambda: h.pods()["done"]["status"]["phase"] == "Succeeded")
+        h.settle()
+        handed: list[set[str]] = []
+        sync = h.manager.executor.sync
+
+        def spied(pods: list[dict]) -> None:
+            handed.append({p["metadata"]["name"] for p in pods})
+            sync(pods)
+
+        h.manager.executor.sync = spied
+        create(h.store, bound_pod("next"))
+        h.settle(lambda: "default/next" in h.rt.started)
+        assert handed and all(names == {"next"} for names in handed)  # the finished pod is left alone
+        # ... until it changes (a stop asked of it after it ended: it keeps its outcome)
+        request_stop(h.store, h.pods()["done"], "Stopped")
+        h.settle()
+        assert "done" in handed[-1] and h.pods()["done"]["status"]["phase"] == "Succeeded"
+    finally:
+        h.close()

@@ -8,7 +8,7 @@ import pytest
 
 from muster.api import registry
 from muster.controllers.scheduling.defaults import default_objects
-from muster.controllers.scheduling.snapshot import build_snapshot
+from muster.controllers.scheduling.snapshot import SnapshotMemo, build_snapshot
 from muster.scheduler import GPU_MILLI
 
 Obj = dict[str, Any]
@@ -181,3 +181,63 @@ def test_namespace_selector_is_checked_against_the_namespace_name():
     assert built.unqueueable[0].message.endswith(
         "does not admit workloads of namespace default (namespaceSelector)"
     )
+
+
+def _stored(wl: Obj, uid: str, version: int) -> Obj:
+    """``wl`` as the store holds it: a uid and a resourceVersion (what the memo keys on)."""
+    wl["metadata"].update(uid=uid, resourceVersion=str(version), generation=1)
+    return wl
+
+
+def test_the_memo_reads_a_workload_once_per_version(monkeypatch):
+    import muster.controllers.scheduling.snapshot as snapshot_module
+
+    reads = []
+    real = snapshot_module.workload_state
+    monkeypatch.setattr(snapshot_module, "workload_state", lambda wl: reads.append(1) or real(wl))
+    memo = SnapshotMemo()
+    waiting = [_stored(workload(f"w{i}"), f"u{i}", 5) for i in range(50)]
+    first = build(waiting, memo=memo).snapshot.pending
+    assert len(reads) == 50
+    again = build(waiting, memo=memo).snapshot.pending
+    assert len(reads) == 50  # nothing changed: nothing read again
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    changed = _stored(workload("w0", priority=7), "u0", 6)  # a new version of w0
+    latest = build([changed, *waiting[1:]], memo=memo).snapshot.pending
+    assert len(reads) == 51
+    assert next(w for w in latest if w.name == "w0").priority == 7
+
+
+def test_the_memo_remakes_a_pending_view_when_its_queue_or_preemption_class_changes():
+    memo = SnapshotMemo()
+    wl = _stored(workload("w", priorityClassName="low"), "u", 3)
+    (before,) = build([wl], memo=memo).snapshot.pending
+    assert before.can_preempt is True
+    never = valid(
+        {
+            "apiVersion": "muster.dev/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "low"},
+            "value": 0,
+            "preemptionPolicy": "Never",
+        }
+    )
+    (after,) = build([wl], memo=memo, priority_classes=[never]).snapshot.pending
+    assert after.can_preempt is False  # the same version of the Workload, another class
+
+
+def test_workloads_of_one_shape_share_their_pod_sets_and_the_cycle_works_their_shape_out_once(monkeypatch):
+    import muster.scheduler.admission as admission
+    from muster.scheduler import schedule
+
+    memo = SnapshotMemo()
+    same = [_stored(workload(f"s{i}"), f"s{i}", 1) for i in range(40)]
+    other = _stored(workload("big", gpus="2"), "big", 1)
+    built = build([*same, other], memo=memo)
+    lists = {id(w.pod_sets) for w in built.snapshot.pending}
+    assert len(lists) == 2
+    shapes = []
+    real = admission._shape
+    monkeypatch.setattr(admission, "_shape", lambda w: shapes.append(w.name) or real(w))
+    decisions = schedule(built.snapshot)
+    assert len(shapes) == 2 and decisions.workloads_considered == 41

@@ -16,8 +16,8 @@ from typing import Any
 
 from muster.controllers.context import Context
 from muster.controllers.scheduling.apply import DecisionWriter
-from muster.controllers.scheduling.snapshot import build_snapshot
-from muster.scheduler import PodSet, Policy, SnapshotError, schedule
+from muster.controllers.scheduling.snapshot import SnapshotMemo, build_snapshot
+from muster.scheduler import Policy, SnapshotError, schedule
 
 __all__ = ["CycleStats", "SchedulerLoop"]
 
@@ -45,7 +45,7 @@ class SchedulerLoop:
         self.policy = policy
         self.writer = DecisionWriter(ctx, message_interval=message_interval)
         self.stats = CycleStats()
-        self._memo: dict[str, tuple[int, list[PodSet]]] = {}
+        self._memo = SnapshotMemo()
 
     def cycle(self) -> list[Obj]:
         """Run one cycle; returns the Workloads it admitted or resized (as stored)."""
@@ -60,16 +60,12 @@ class SchedulerLoop:
             local_queues=cache.list("LocalQueue"),
             priority_classes=cache.list("PriorityClass"),
             workloads=cache.list_live("Workload"),  # finished ones take part in nothing
-            pods=cache.list("Pod"),
+            pods=cache.list_live("Pod"),  # finished ones charge nothing
             now=self.ctx.now(),
             memo=self._memo,
             namespaces=cache.list("Namespace"),
             resource_quotas=cache.list("ResourceQuota"),
         )
-        if len(self._memo) > 2 * max(64, len(built.workloads)):
-            # Forget Workloads that are gone (admitted ones are converted afresh anyway).
-            live = {wl["metadata"].get("uid") for wl in built.workloads.values()}
-            self._memo = {uid: v for uid, v in self._memo.items() if uid in live}
         for wake in (built.next_requeue, built.next_grow):
             if wake is not None:
                 self.ctx.timers.at(wake, ("Workload", "", ""))

@@ -15,6 +15,7 @@ A Workload that names no queue goes to its namespace's ``default`` LocalQueue (D
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,7 @@ from muster.scheduler import (
 __all__ = [
     "DEFAULT_QUEUE",
     "Built",
+    "SnapshotMemo",
     "Unqueueable",
     "admitted_view",
     "build_snapshot",
@@ -89,6 +91,73 @@ def workload_key(namespace: str | None, name: str) -> tuple[str, str]:
     return namespace or "", name
 
 
+@dataclass(slots=True)
+class _Read:
+    """What a snapshot reads of one Workload at one resourceVersion."""
+
+    version: str
+    state: WorkloadState
+    active: bool
+    requeue_at: float | None
+    # its pending view, with the queue and the preemption class it was made for
+    pending: PendingWorkload | None = None
+    pending_for: tuple[str, bool] | None = None
+
+
+class SnapshotMemo:
+    """What :func:`build_snapshot` read of each Workload, kept between cycles by uid: its
+    pod sets while its generation holds, and its state, requeue time and pending view while
+    its resourceVersion holds. A queue of a thousand waiting Workloads is thus read once, not
+    once per cycle (each cycle would otherwise scan every condition of every one of them)."""
+
+    def __init__(self) -> None:
+        self._pod_sets: dict[str, tuple[int, str, list[PodSet]]] = {}
+        self._reads: dict[str, _Read] = {}
+        # Workloads of one shape (a sweep's trials, a burst of one job) share one list: the
+        # core works out what it needs of a shape once per cycle, not once per Workload.
+        self._shapes: dict[str, list[PodSet]] = {}
+
+    def keep(self, uids: set[str]) -> None:
+        """Forget the Workloads not in ``uids`` (gone or finished) once they are the most."""
+        if len(self._reads) + len(self._pod_sets) > 4 * max(64, len(uids)):
+            self._pod_sets = {u: v for u, v in self._pod_sets.items() if u in uids}
+            self._reads = {u: v for u, v in self._reads.items() if u in uids}
+            shapes = {shape for _, shape, _ in self._pod_sets.values()}
+            self._shapes = {k: v for k, v in self._shapes.items() if k in shapes}
+
+    def read(self, wl: Obj) -> _Read:
+        meta = wl["metadata"]
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        if not uid or not version:
+            return _read(wl, "")
+        known = self._reads.get(uid)
+        if known is None or known.version != version:
+            known = self._reads[uid] = _read(wl, str(version))
+        return known
+
+    def pod_sets(self, wl: Obj) -> list[PodSet]:
+        meta = wl["metadata"]
+        uid, generation = meta.get("uid") or "", int(meta.get("generation") or 0)
+        known = self._pod_sets.get(uid)
+        if known is not None and known[0] == generation:
+            return known[2]
+        shape = json.dumps(wl["spec"]["podSets"], sort_keys=True)
+        pod_sets = self._shapes.get(shape)
+        if pod_sets is None:
+            pod_sets = self._shapes[shape] = [pod_set_of(ps) for ps in wl["spec"]["podSets"]]
+        if uid:
+            self._pod_sets[uid] = (generation, shape, pod_sets)
+        return pod_sets
+
+
+def _read(wl: Obj, version: str) -> _Read:
+    state = workload_state(wl)
+    requeue_at = None
+    if state is WorkloadState.PENDING:
+        requeue_at = epoch(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+    return _Read(version, state, bool(wl["spec"].get("active", True)), requeue_at)
+
+
 def build_snapshot(
     *,
     nodes: Iterable[Obj],
@@ -101,14 +170,14 @@ def build_snapshot(
     workloads: Iterable[Obj],
     pods: Iterable[Obj],
     now: float,
-    memo: dict[str, tuple[int, list[PodSet]]] | None = None,
+    memo: SnapshotMemo | None = None,
     namespaces: Iterable[Obj] = (),
     resource_quotas: Iterable[Obj] = (),
 ) -> Built:
-    """The snapshot of these objects. ``memo`` (uid -> (generation, pod sets)) keeps the
-    converted pod sets of pending Workloads between cycles: their spec rarely changes, and a
-    long queue would otherwise be converted again on every cycle. ``namespaces`` give the labels
-    a ClusterQueue's namespaceSelector matches; ``resource_quotas`` become namespace quotas."""
+    """The snapshot of these objects. ``memo`` keeps what was read of each Workload between
+    cycles (see :class:`SnapshotMemo`). ``namespaces`` give the labels a ClusterQueue's
+    namespaceSelector matches; ``resource_quotas`` become namespace quotas."""
+    memo = memo if memo is not None else SnapshotMemo()
     flavor_objs = list(flavors)
     inactive = _inactive_queues(cluster_queues, {f["metadata"]["name"] for f in flavor_objs})
     queues = [q for q in cluster_queues if q["metadata"]["name"] not in inactive]
@@ -121,8 +190,11 @@ def build_snapshot(
     snap = built.snapshot
     pods = list(pods)
     running: dict[tuple[str, str], int] | None = None
+    uids: set[str] = set()
     for wl in workloads:
-        state = workload_state(wl)
+        uids.add(wl["metadata"].get("uid") or "")
+        read = memo.read(wl)
+        state = read.state
         key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
         if state in (WorkloadState.ADMITTED, WorkloadState.EVICTING):
             holding.append(wl)
@@ -134,9 +206,9 @@ def build_snapshot(
                     running = running_pods(pods) if running is None else running
                     _growth(built, wl, admitted, running.get(key, 0), now)
             continue
-        if state is not WorkloadState.PENDING or not wl["spec"].get("active", True):
+        if state is not WorkloadState.PENDING or not read.active:
             continue
-        requeue_at = epoch(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
+        requeue_at = read.requeue_at
         if requeue_at is not None and requeue_at > now:
             built.next_requeue = min(built.next_requeue or requeue_at, requeue_at)
             continue
@@ -145,7 +217,11 @@ def build_snapshot(
             built.unqueueable.append(Unqueueable(wl, *problem))
             continue
         built.workloads[key] = wl
-        snap.pending.append(_pending(wl, queue or "", never_preempt, memo))
+        made_for = (queue or "", wl["spec"].get("priorityClassName") not in never_preempt)
+        if read.pending is None or read.pending_for != made_for:
+            read.pending, read.pending_for = _pending(wl, *made_for, memo), made_for
+        snap.pending.append(read.pending)
+    memo.keep(uids)
     snap.nodes = build_nodes(nodes, holding, pods)
     # A workload admitted by a queue since deleted, or placed on a node since gone, still
     # charges the nodes above; the cycle cannot account it to a queue or preempt it.
@@ -273,31 +349,21 @@ def _selects(selector: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
-def _pending(
-    wl: Obj, queue: str, never_preempt: set[str], memo: dict[str, tuple[int, list[PodSet]]] | None
-) -> PendingWorkload:
+def _pending(wl: Obj, queue: str, can_preempt: bool, memo: SnapshotMemo) -> PendingWorkload:
     spec = wl["spec"]
     meta = wl["metadata"]
     requeued = (
         transition_time(wl, "Requeued") if is_true(wl, "Requeued") and not requeue_keeps_place(wl) else None
     )
-    uid, generation = meta.get("uid") or "", int(meta.get("generation") or 0)
-    known = memo.get(uid) if memo is not None else None
-    if known is not None and known[0] == generation:
-        pod_sets = known[1]
-    else:
-        pod_sets = [pod_set_of(ps) for ps in spec["podSets"]]
-        if memo is not None and uid:
-            memo[uid] = (generation, pod_sets)
     return PendingWorkload(
         name=meta["name"],
         namespace=meta.get("namespace") or "default",
         queue=queue,
-        pod_sets=pod_sets,
+        pod_sets=memo.pod_sets(wl),
         priority=int(spec.get("priority") or 0),
         creation_time=epoch(wl["metadata"].get("creationTimestamp")) or 0.0,
         eviction_time=requeued,
-        can_preempt=spec.get("priorityClassName") not in never_preempt,
+        can_preempt=can_preempt,
     )
 
 
