@@ -91,6 +91,7 @@ class _Admitter:
         # by the id of a pod set list: workloads of one shape may share theirs (the snapshot
         # holds every list for the whole cycle, so an id is not reused meanwhile)
         self._shapes: dict[int, tuple] = {}
+        self._roots: dict[int, int] = {}  # id of a quota node -> id of its tree's root
         self._fail_cache: dict[tuple, tuple[tuple, Pending]] = {}
         self._epoch = 0  # bumps whenever capacity or candidates may have been freed
         self._root_epoch: dict[int, int] = {}
@@ -123,8 +124,15 @@ class _Admitter:
             queues.setdefault(w.queue, []).append(w)
         for lst in queues.values():
             lst.sort(key=queue_key)
-        pos = dict.fromkeys(queues, 0)
         active = [q for q in c.tree.queues if q in queues]
+        if len(active) == 1:  # one queue: its workloads in order, a round each (the same result)
+            self._run_one(active[0], queues[active[0]])
+        else:
+            self._run_rounds(queues, active)
+
+    def _run_rounds(self, queues: dict[str, list[PendingWorkload]], active: list[str]) -> None:
+        c = self.c
+        pos = dict.fromkeys(queues, 0)
         while active:
             heads = [(q, queues[q][pos[q]]) for q in active]
             if len(heads) > 1:
@@ -138,6 +146,16 @@ class _Admitter:
                     pos[q] = len(lst)
             self._end_round()
             active = [q for q in active if pos[q] < len(queues[q])]
+
+    def _run_one(self, q: str, waiting: list[PendingWorkload]) -> None:
+        strict = self.c.tree.queues[q].cq.queueing_strategy == "StrictFIFO"  # type: ignore[union-attr]
+        for i, w in enumerate(waiting):
+            admitted = self._process(w)
+            if not admitted and strict:
+                self._block(q, w, waiting[i + 1 :])
+                self._end_round()
+                return
+            self._end_round()
 
     def _block(self, q: str, head: PendingWorkload, rest: list[PendingWorkload]) -> None:
         """StrictFIFO: nothing overtakes a head that was not admitted."""
@@ -515,7 +533,9 @@ class _Admitter:
         return sig
 
     def _epochs(self, node: QuotaNode) -> tuple:
-        root = id(node.root())
+        root = self._roots.get(id(node))
+        if root is None:  # asked for every waiting workload: the walk up the tree once a queue
+            root = self._roots[id(node)] = id(node.root())
         return (self._epoch, self._root_epoch.get(root, 0), self._reserved_key.get(root, ()))
 
     def _bump(self, node: QuotaNode) -> None:

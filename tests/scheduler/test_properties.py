@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -371,3 +372,24 @@ def _fingerprint(d: Decisions) -> tuple:
         ],
         [(h.name, h.reason, h.message) for h in d.held],
     )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_one_queue_takes_the_short_path_to_the_same_decisions(case: tuple[Snapshot, Policy]) -> None:
+    """A cycle with one queue waiting runs it without the rounds' bookkeeping: the decisions
+    must be those of the rounds (a round per workload)."""
+    import muster.scheduler.admission as admission
+
+    snap, policy = case
+    if len({w.queue for w in snap.pending}) != 1:
+        return
+    short = schedule(snap, policy)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            admission._Admitter,
+            "_run_one",
+            lambda self, q, waiting: self._run_rounds({q: waiting}, [q]),
+        )
+        rounds = schedule(snap, policy)
+    assert _fingerprint(short) == _fingerprint(rounds)

@@ -73,8 +73,10 @@ class DecisionWriter:
             if wl is not None:
                 self._held(wl, reason, message)
         self.ctx.metrics.decisions.labels("pending").inc(len(decisions.pending))
+        workloads = built.workloads
         for pending in decisions.pending:
-            wl = built.workloads.get(workload_key(pending.namespace, pending.name))
+            waiting = pending.workload  # a queue of thousands: each look-up here counts
+            wl = workloads.get((waiting.namespace, waiting.name))
             if wl is not None and self._pending_due(wl, pending.reason, pending.message):
                 self._pending(wl, pending.reason, pending.message, _plain(pending.details))
         for u in built.unqueueable:
@@ -163,11 +165,11 @@ class DecisionWriter:
 
     def _pending_due(self, wl: Obj, reason: str, message: str) -> bool:
         """Whether the pending reason is to be written now (see the module docstring)."""
-        key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
         current = (wl.get("status") or {}).get("pending") or {}
         same_reason = current.get("reason") == reason
         if same_reason and current.get("message") == message:
             return False
+        key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
         if same_reason and self.ctx.now() - self._written.get(key, float("-inf")) < self.message_interval:
             # Reworded (new numbers) only: the next cycle after the interval writes it.
             self.ctx.wake_at(self._written[key] + self.message_interval, wl)

@@ -191,11 +191,13 @@ def build_snapshot(
     pods = list(pods)
     running: dict[tuple[str, str], int] | None = None
     uids: set[str] = set()
+    queue_of: dict[tuple[str | None, str | None], tuple[str | None, tuple[str, str] | None]] = {}
     for wl in workloads:
-        uids.add(wl["metadata"].get("uid") or "")
+        meta = wl["metadata"]
+        uids.add(meta.get("uid") or "")
         read = memo.read(wl)
         state = read.state
-        key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
+        key = (meta.get("namespace") or "", meta["name"])  # workload_key, inlined: once per Workload
         if state in (WorkloadState.ADMITTED, WorkloadState.EVICTING):
             holding.append(wl)
             admitted = _admitted(wl, state is WorkloadState.EVICTING)
@@ -212,7 +214,11 @@ def build_snapshot(
         if requeue_at is not None and requeue_at > now:
             built.next_requeue = min(built.next_requeue or requeue_at, requeue_at)
             continue
-        queue, problem = resolve_queue(wl, local, queue_objs, inactive, labels)
+        asks = (meta.get("namespace"), wl["spec"].get("queueName"))
+        resolved = queue_of.get(asks)
+        if resolved is None:  # the same answer for every Workload naming that queue there
+            resolved = queue_of[asks] = resolve_queue(wl, local, queue_objs, inactive, labels)
+        queue, problem = resolved
         if problem is not None:
             built.unqueueable.append(Unqueueable(wl, *problem))
             continue

@@ -48,8 +48,9 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     the processes with it, so there is nothing left to re-adopt (the pods become NodeLost).
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    text = json.dumps(data, separators=(",", ":"))  # dump() would encode in Python, chunk by chunk
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, separators=(",", ":"))
+        f.write(text)
     os.replace(tmp, path)
 
 
