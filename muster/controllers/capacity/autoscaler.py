@@ -63,6 +63,9 @@ class Autoscaler:
         cache, now = self.ctx.cache, self.ctx.now()
         pools = {p["metadata"]["name"]: p for p in cache.list("NodePool")}
         claims = cache.list("NodeClaim")
+        if not pools and not claims:  # nothing to scale nor to track (a pass must not pay for it)
+            self.last = ScalePlan()
+            return
         workloads = cache.list_live("Workload")  # finished ones neither hold nor wait
         nodes = cache.list("Node")
         pods = cache.list("Pod")

@@ -17,7 +17,7 @@ from muster.providers.local import LocalProvider
 from muster.runtime.base import VirtualNodeSpec
 from muster.server.views import StoreSource
 from tests.controllers.capacity.conftest import CapacityHarness, pool
-from tests.controllers.conftest import job
+from tests.controllers.conftest import Harness, job
 
 
 def test_a_gang_that_fits_nowhere_gets_a_node_after_the_delay_and_the_idle_node_goes(cap: CapacityHarness):
@@ -254,3 +254,16 @@ def test_no_gpu_node_yet_is_no_finding_while_a_pool_brings_one(cap: CapacityHarn
     assert ex.summary.startswith("trainingjob/train is waiting for node ")
     assert ex.unblock[0].startswith("nothing to do: waiting for node ")
     assert not any("fake-gpus" in hint for hint in ex.unblock), ex.unblock
+
+
+def test_a_pass_on_a_cluster_without_node_pools_does_not_plan_any(harness: Harness, monkeypatch):
+    import muster.controllers.capacity.autoscaler as autoscaler
+
+    def planned(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the autoscaler looked at the cluster with no NodePool nor NodeClaim")
+
+    monkeypatch.setattr(autoscaler, "build_nodes", planned)
+    h = harness
+    h.apply(job("a", workers=1))
+    h.settle(lambda: h.rt.started)
+    assert h.manager.capacity.autoscaler.last.launch == []
