@@ -42,6 +42,7 @@ __all__ = [
     "validate_dns_label",
     "validate_dns_subdomain",
     "validate_labels",
+    "wire_time",
 ]
 
 
@@ -55,7 +56,13 @@ _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 def now_iso() -> str:
     """The current UTC time as RFC 3339 with a Z suffix (the only clock read in api/)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return wire_time(datetime.now(UTC))
+
+
+def wire_time(moment: datetime) -> str:
+    """A UTC ``moment`` as the wire writes times: RFC 3339, microseconds, a Z suffix
+    (isoformat: strftime took half as long again, and every write stamps a time or two)."""
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def validate_dns_label(value: str) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from muster.api.base import wire_time
+
 __all__ = [
     "condition",
     "epoch",
@@ -76,7 +78,7 @@ def set_condition(obj: Obj, type_: str, status: str, reason: str, message: str, 
 
 def iso(ts: float) -> str:
     """Epoch seconds as the wire's RFC 3339 UTC form (with a Z suffix)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return wire_time(datetime.fromtimestamp(ts, UTC))
 
 
 def epoch(value: str | None) -> float | None:
