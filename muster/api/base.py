@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from muster.api.conditions import wire_time
 from muster.api.kinds import API_VERSION, GROUP
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "validate_dns_label",
     "validate_dns_subdomain",
     "validate_labels",
-    "wire_time",
 ]
 
 
@@ -57,12 +57,6 @@ _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 def now_iso() -> str:
     """The current UTC time as RFC 3339 with a Z suffix (the only clock read in api/)."""
     return wire_time(datetime.now(UTC))
-
-
-def wire_time(moment: datetime) -> str:
-    """A UTC ``moment`` as the wire writes times: RFC 3339, microseconds, a Z suffix
-    (isoformat: strftime took half as long again, and every write stamps a time or two)."""
-    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def validate_dns_label(value: str) -> str:

@@ -33,9 +33,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from muster.api.base import now_iso
+from muster.api.conditions import wire_time
 from muster.runtime.kubernetes.api import api_message, read_json, status_of
 from muster.runtime.kubernetes.config import MANAGED_BY_LABEL, MANAGED_BY_VALUE, KubernetesConfig
 
@@ -222,4 +223,4 @@ class LeaderElector:
 
 def _micro_time() -> str:
     """Now as a Kubernetes MicroTime (RFC 3339 with microseconds)."""
-    return now_iso()
+    return wire_time(datetime.now(UTC))
