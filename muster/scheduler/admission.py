@@ -533,16 +533,21 @@ class _Admitter:
         return sig
 
     def _epochs(self, node: QuotaNode) -> tuple:
-        root = self._roots.get(id(node))
-        if root is None:  # asked for every waiting workload: the walk up the tree once a queue
-            root = self._roots[id(node)] = id(node.root())
+        root = self._root(node)
         return (self._epoch, self._root_epoch.get(root, 0), self._reserved_key.get(root, ()))
 
     def _bump(self, node: QuotaNode) -> None:
         # an admission into a cohort may make a queue borrow, which creates reclaim candidates
         if node.parent is not None:
-            root = id(node.root())
+            root = self._root(node)
             self._root_epoch[root] = self._root_epoch.get(root, 0) + 1
+
+    def _root(self, node: QuotaNode) -> int:
+        """The id of ``node``'s tree root (asked for every waiting workload: walked once a queue)."""
+        root = self._roots.get(id(node))
+        if root is None:
+            root = self._roots[id(node)] = id(node.root())
+        return root
 
 
 def _shape(w: PendingWorkload) -> tuple:

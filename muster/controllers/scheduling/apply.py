@@ -73,10 +73,8 @@ class DecisionWriter:
             if wl is not None:
                 self._held(wl, reason, message)
         self.ctx.metrics.decisions.labels("pending").inc(len(decisions.pending))
-        workloads = built.workloads
         for pending in decisions.pending:
-            waiting = pending.workload  # a queue of thousands: each look-up here counts
-            wl = workloads.get((waiting.namespace, waiting.name))
+            wl = built.workloads.get(workload_key(pending.namespace, pending.name))
             if wl is not None and self._pending_due(wl, pending.reason, pending.message):
                 self._pending(wl, pending.reason, pending.message, _plain(pending.details))
         for u in built.unqueueable:

@@ -197,7 +197,7 @@ def build_snapshot(
         uids.add(meta.get("uid") or "")
         read = memo.read(wl)
         state = read.state
-        key = (meta.get("namespace") or "", meta["name"])  # workload_key, inlined: once per Workload
+        key = workload_key(meta.get("namespace"), meta["name"])
         if state in (WorkloadState.ADMITTED, WorkloadState.EVICTING):
             holding.append(wl)
             admitted = _admitted(wl, state is WorkloadState.EVICTING)
