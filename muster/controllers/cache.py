@@ -313,7 +313,9 @@ class Cache:
                     return
                 # Only the kinds it holds (Events, half of all changes, are not decoded);
                 # bookmarks move `_seen` past the changes skipped, for caught_up().
-                self._watch = self.store.watch(since=revision, kinds=self.kinds, bookmarks=True)
+                self._watch = self.store.watch(
+                    since=revision, kinds=self.kinds, bookmarks=True, known=self._holds
+                )
                 watch = self._watch
             try:
                 for event in watch:
@@ -343,6 +345,15 @@ class Cache:
                     self._wake.wait(1.0)
                 continue
             return  # the watch ended: closed by stop()
+
+    def _holds(self, kind: str, namespace: str, name: str, revision: int) -> bool:
+        """The watch's ``known``: a change :meth:`_hold` would pass over (this process's own
+        writes, observed at commit: most of what the follower reads) need not be decoded."""
+        key = (kind, namespace, name)
+        with self._lock:
+            table = self._objects.get(kind)
+            current = None if table is None else table.get(key)
+            return (current is not None and _rv(current) >= revision) or self._gone.get(key, -1) >= revision
 
     def _put(self, obj: Obj) -> None:
         key = self._hold(obj)

@@ -12,7 +12,7 @@ Kinds are addressed by their Kind name (``"TrainingJob"``), never by plural.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -23,6 +23,7 @@ __all__ = [
     "AlreadyExists",
     "ApplyResult",
     "Conflict",
+    "Known",
     "ListResult",
     "NotFound",
     "Store",
@@ -37,6 +38,9 @@ __all__ = [
 DEFAULT_MAX_OBJECT_BYTES = 1536 * 1024
 
 Obj = dict[str, Any]
+# (kind, namespace ("" when cluster-scoped), name, revision) -> True when the watcher holds that
+# change, or a newer version of the object, already: a watch need not decode it.
+Known = Callable[[str, str, str, int], bool]
 
 
 @dataclass(frozen=True)
@@ -172,13 +176,16 @@ class Store(Protocol):
         *,
         kinds: Collection[str] | None = None,
         bookmarks: bool = False,
+        known: Known | None = None,
     ) -> Iterator[WatchEvent]:
         """Changes after revision ``since`` in revision order, then live ones, until
         ``timeout`` seconds pass without a change (``None``: forever) or the iterator is
         closed. ``since=None`` starts at the current revision. A ``since`` older than the
         retained log raises :class:`TooOld` on the first ``next()``. ``kinds`` keeps only
         changes of those kinds (as ``kind`` keeps one); ``bookmarks`` adds a BOOKMARK event
-        whenever changes the filters skipped moved the watch past the last one it yielded."""
+        whenever changes the filters skipped moved the watch past the last one it yielded.
+        ``known`` skips, undecoded, the additions and modifications it answers True for (the
+        watcher holds them already), as the filters do."""
         ...
 
     def revision(self) -> int:

@@ -24,6 +24,7 @@ from muster.store.audit import AuditQuery, append_audit, prune_audit, query_audi
 from muster.store.base import (
     DEFAULT_MAX_OBJECT_BYTES,
     ApplyResult,
+    Known,
     LabelSelector,
     ListResult,
     NotFound,
@@ -217,6 +218,7 @@ class SqlStore:
         *,
         kinds: Collection[str] | None = None,
         bookmarks: bool = False,
+        known: Known | None = None,
     ) -> Iterator[WatchEvent]:
         self._listen()
         return SqlWatch(
@@ -227,6 +229,7 @@ class SqlStore:
             timeout=timeout,
             kinds=kinds,
             bookmarks=bookmarks,
+            known=known,
         )
 
     def watch_poll_interval(self) -> float:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from muster.controllers.cache import Cache
 from muster.controllers.context import Context
 from muster.store import Store
+from muster.store import watch as watch_module
+from muster.testing import wait_for
 from muster.testing.factories import training_job
 
 
@@ -75,5 +81,45 @@ def test_it_decodes_only_its_kinds_and_still_catches_up_past_the_others(sqlite_s
         # The last change is of a kind the cache skips: its bookmark still says "seen".
         assert cache.caught_up(int(other["metadata"]["resourceVersion"]), timeout=10)
         assert [o["metadata"]["name"] for o in cache.list("TrainingJob")] == ["a"]
+    finally:
+        cache.stop()
+
+
+def test_the_follower_does_not_decode_what_the_cache_holds_already(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    decoded: list[str] = []
+    real = json.loads
+
+    def loads(text: str) -> object:
+        decoded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(watch_module, "json", SimpleNamespace(loads=loads))
+    cache = Cache(sqlite_store, kinds=("TrainingJob",))
+    cache.start()
+    try:
+        own = sqlite_store.create(training_job("own"))
+        cache.observe(own)  # as a pass observes its own writes at commit
+        other = sqlite_store.create(training_job("other"))  # another writer's: only the watch has it
+        assert cache.caught_up(int(other["metadata"]["resourceVersion"]), timeout=10)
+        assert [real(t)["metadata"]["name"] for t in decoded] == ["other"]
+        assert (
+            cache.get("TrainingJob", "other", "default")["metadata"]["resourceVersion"]
+            == (other["metadata"]["resourceVersion"])
+        )
+        revision = int(own["metadata"]["resourceVersion"])
+        assert cache._holds("TrainingJob", "default", "own", revision)
+        assert not cache._holds("TrainingJob", "default", "own", revision + 100)  # a newer change
+        assert not cache._holds("TrainingJob", "default", "absent", 1)
+        # A change made elsewhere after the one observed still arrives.
+        newer = sqlite_store.update_status({**own, "status": {"phase": "Running"}})
+        wait_for(
+            lambda: (
+                cache.get("TrainingJob", "own", "default")["metadata"]["resourceVersion"]
+                == newer["metadata"]["resourceVersion"]
+            ),
+            timeout=10,
+        )
     finally:
         cache.stop()

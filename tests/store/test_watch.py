@@ -76,6 +76,37 @@ class TestReplay:
             "ADDED",
         ]
 
+    def test_known_changes_are_passed_over_but_deletions_are_not(self, store: Store):
+        start = store.revision()
+        a = store.create(job("a"))
+        store.create(flavor("f"))
+        store.update_status({**a, "status": {"phase": "Running"}})
+        store.delete("ResourceFlavor", "f", None)
+        end = store.revision()
+        asked: list[tuple[str, str, str, int]] = []
+
+        def known(kind: str, namespace: str, name: str, revision: int) -> bool:
+            asked.append((kind, namespace, name, revision))
+            return kind == "ResourceFlavor" or revision == start + 3
+
+        marked = collect(store, since=start, bookmarks=True, known=known)
+        assert [(e.type, e.object.get("kind"), e.revision) for e in marked] == [
+            ("ADDED", "TrainingJob", start + 1),
+            ("DELETED", "ResourceFlavor", end),  # a deletion is always delivered
+        ]
+        # asked about additions and modifications only, with the row's own key
+        assert asked == [
+            ("TrainingJob", "default", "a", start + 1),
+            ("ResourceFlavor", "", "f", start + 2),
+            ("TrainingJob", "default", "a", start + 3),
+        ]
+        # The last change delivered is the last one: no bookmark; passing the tail over leaves one.
+        tail = collect(store, since=start, bookmarks=True, known=lambda *_: True)
+        assert [(e.type, e.revision) for e in tail] == [("DELETED", end)]
+        store.create(job("b"))
+        quiet = collect(store, since=end, bookmarks=True, known=lambda *_: True)
+        assert [(e.type, e.revision) for e in quiet] == [("BOOKMARK", end + 1)]
+
     def test_since_a_list_sees_only_later_changes(self, store: Store):
         store.create(job("before"))
         listed = store.list("TrainingJob")
