@@ -86,18 +86,19 @@ class _Admitter:
     def __init__(self, cycle: Cycle) -> None:
         self.c = cycle
         self.d: Decisions = cycle.decisions
-        self._plans: dict[tuple, FlavorPlan] = {}
-        self._sigs: dict[int, tuple] = {}
+        self._plans: dict[int, FlavorPlan] = {}
+        self._sigs: dict[int, int] = {}  # id of a PendingWorkload -> its signature's number
+        self._sig_ids: dict[tuple, int] = {}
         # by the id of a pod set list: workloads of one shape may share theirs (the snapshot
         # holds every list for the whole cycle, so an id is not reused meanwhile)
         self._shapes: dict[int, tuple] = {}
         self._roots: dict[int, int] = {}  # id of a quota node -> id of its tree's root
-        self._fail_cache: dict[tuple, tuple[tuple, Pending]] = {}
+        self._fail_cache: dict[int, tuple[tuple, Pending]] = {}
         self._epoch = 0  # bumps whenever capacity or candidates may have been freed
         self._root_epoch: dict[int, int] = {}
         # Pending workloads that reserve quota (see the module docstring): by signature, the
         # assignment a workload of that shape reserves for; and this round's reservations.
-        self._reserving: dict[tuple, Assignment] = {}
+        self._reserving: dict[int, Assignment] = {}
         self._reserved: list[tuple[QuotaNode, dict[FR, int]]] = []
         # What is reserved in each cohort tree now: part of the key of a cached failure, so
         # one cached under a reservation is not trusted once it is lifted, and is again when
@@ -300,7 +301,7 @@ class _Admitter:
                 if level not in levels:
                     levels = (level,)
                 topology = (levels, level, ps.topology_required is not None)
-            shape = self._sig(w, c.tree.queues[w.queue])[4][i]
+            shape = self._shape_of(w)[i]
             out.append(GangItem(c.placer.spec(ps, flavors, shape), a.counts[i], topology))
         return out
 
@@ -517,20 +518,26 @@ class _Admitter:
             return hit[1]
         return None
 
-    def _sig(self, w: PendingWorkload, node: QuotaNode) -> tuple:
-        """Everything about a workload that decides its outcome, but its identity."""
+    def _sig(self, w: PendingWorkload, node: QuotaNode) -> int:
+        """Everything about a workload that decides its outcome, but its identity: as a small
+        int (the caches look it up several times per waiting workload; a nested tuple is hashed
+        anew each time)."""
         sig = self._sigs.get(id(w))
         if sig is not None:
             return sig
         within = node.cq.preemption.within_cluster_queue  # type: ignore[union-attr]
-        shape = self._shapes.get(id(w.pod_sets))
-        if shape is None:
-            shape = self._shapes[id(w.pod_sets)] = _shape(w)
         ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
         # A namespace with quotas decides too: its workloads share outcomes only among themselves.
         ns = w.namespace if self.c.namespaces.limited(w.namespace) else ""
-        sig = self._sigs[id(w)] = (node.name, w.priority, w.can_preempt, ts, shape, ns)
+        full = (node.name, w.priority, w.can_preempt, ts, self._shape_of(w), ns)
+        sig = self._sigs[id(w)] = self._sig_ids.setdefault(full, len(self._sig_ids))
         return sig
+
+    def _shape_of(self, w: PendingWorkload) -> tuple:
+        shape = self._shapes.get(id(w.pod_sets))
+        if shape is None:
+            shape = self._shapes[id(w.pod_sets)] = _shape(w)
+        return shape
 
     def _epochs(self, node: QuotaNode) -> tuple:
         root = self._root(node)
