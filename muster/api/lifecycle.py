@@ -351,20 +351,33 @@ JOB_TRANSITIONS: dict[tuple[JobPhase | None, JobPhase], str] = {
 }
 
 _TERMINAL = (JobPhase.SUCCEEDED, JobPhase.FAILED)
+_TERMINAL_RANK = {p.value: rank for rank, p in enumerate(_TERMINAL)}  # Succeeded wins over Failed
+_PHASES = {p.value: p for p in JobPhase}
 
 
 def job_phase(job: Obj) -> JobPhase | None:
     """The job's phase: a terminal condition if one holds, else the phase condition that
     became True last (None before the controller saw the job)."""
-    for terminal in _TERMINAL:
-        if is_true(job, terminal):
-            return terminal
-    latest: tuple[str, int, JobPhase] | None = None
+    # One walk over the conditions (the controllers ask this many times a pass): a terminal
+    # type holds when its first occurrence is True, as condition() reads it.
+    terminal: str | None = None
+    firsts: set[str] = set()
+    latest: tuple[str, int] | None = None
+    phase: str | None = None
     for i, c in enumerate((job.get("status") or {}).get("conditions") or []):
-        if c.get("status") == "True" and c.get("type") in JOB_PHASE_CONDITIONS:
-            key = (c.get("lastTransitionTime") or "", i, JobPhase(c["type"]))
-            latest = key if latest is None or key[:2] >= latest[:2] else latest
-    return latest[2] if latest else None
+        type_ = c.get("type")
+        true = c.get("status") == "True"
+        if type_ in _TERMINAL_RANK and type_ not in firsts:
+            firsts.add(type_)
+            if true and (terminal is None or _TERMINAL_RANK[type_] < _TERMINAL_RANK[terminal]):
+                terminal = type_
+        if true and type_ in _PHASES:
+            key = (c.get("lastTransitionTime") or "", i)
+            if latest is None or key >= latest:
+                latest, phase = key, type_
+    if terminal is not None:
+        return _PHASES[terminal]
+    return _PHASES[phase] if phase is not None else None
 
 
 def move_job(job: Obj, to: JobPhase, reason: str, message: str, now: float) -> EventSpec:

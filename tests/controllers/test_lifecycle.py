@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from muster.api.conditions import condition, epoch, iso, set_condition
 from muster.api.lifecycle import (
@@ -109,6 +111,39 @@ def test_job_phases_follow_the_latest_condition():
     assert job_phase(j) is JobPhase.SUCCEEDED
     with pytest.raises(IllegalTransition, match="Succeeded -> Running"):
         move_job(j, JobPhase.RUNNING, "Running", "", NOW + 6)
+
+
+def _phase_by_definition(j: dict) -> JobPhase | None:
+    """job_phase as its docstring defines it, plainly (the reference for the property below)."""
+    for terminal in (JobPhase.SUCCEEDED, JobPhase.FAILED):
+        c = condition(j, terminal.value)
+        if c is not None and c.get("status") == "True":
+            return terminal
+    true = [
+        ((c.get("lastTransitionTime") or "", i), JobPhase(c["type"]))
+        for i, c in enumerate(j.get("status", {}).get("conditions", []))
+        if c.get("status") == "True" and c.get("type") in {p.value for p in JobPhase}
+    ]
+    return max(true, key=lambda t: t[0])[1] if true else None
+
+
+_times = st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", ""])
+_conditions = st.lists(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from([*(p.value for p in JobPhase), "Other"]),
+            "status": st.sampled_from(["True", "False", "Unknown"]),
+        },
+        optional={"lastTransitionTime": _times},
+    ),
+    max_size=8,
+)
+
+
+@given(_conditions)
+def test_job_phase_in_one_walk_agrees_with_its_definition(conditions: list[dict]):
+    j = {**job(), "status": {"conditions": conditions}}
+    assert job_phase(j) is _phase_by_definition(j)
 
 
 def test_every_active_phase_may_fail_and_terminal_phases_are_final():
