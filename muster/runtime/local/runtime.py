@@ -234,9 +234,9 @@ class LocalRuntime(
             base_env=self._base_env,
         )
         pod_dir = self.dir / "pods" / ref.namespace / ref.name / ref.uid
-        if (pod_dir / "pod.json").exists():
-            raise PodExists(f"pod {ref} (uid {ref.uid}) has records at {pod_dir} already")
-        if pod_dir.exists():
+        if pod_dir.exists():  # a new uid has nothing there: one look
+            if (pod_dir / "pod.json").exists():
+                raise PodExists(f"pod {ref} (uid {ref.uid}) has records at {pod_dir} already")
             # A start that crashed before writing its record: nothing of it ever ran (adoption
             # skips it), so it starts afresh rather than being refused forever.
             with self._dirs:
