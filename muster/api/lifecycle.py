@@ -352,7 +352,6 @@ JOB_TRANSITIONS: dict[tuple[JobPhase | None, JobPhase], str] = {
 
 _TERMINAL = (JobPhase.SUCCEEDED, JobPhase.FAILED)
 _TERMINAL_RANK = {p.value: rank for rank, p in enumerate(_TERMINAL)}  # Succeeded wins over Failed
-_PHASES = {p.value: p for p in JobPhase}
 
 
 def job_phase(job: Obj) -> JobPhase | None:
@@ -371,13 +370,13 @@ def job_phase(job: Obj) -> JobPhase | None:
             firsts.add(type_)
             if true and (terminal is None or _TERMINAL_RANK[type_] < _TERMINAL_RANK[terminal]):
                 terminal = type_
-        if true and type_ in _PHASES:
+        if true and type_ in JOB_PHASE_CONDITIONS:
             key = (c.get("lastTransitionTime") or "", i)
             if latest is None or key >= latest:
                 latest, phase = key, type_
     if terminal is not None:
-        return _PHASES[terminal]
-    return _PHASES[phase] if phase is not None else None
+        return JobPhase(terminal)
+    return JobPhase(phase) if phase is not None else None
 
 
 def move_job(job: Obj, to: JobPhase, reason: str, message: str, now: float) -> EventSpec:

@@ -352,8 +352,12 @@ class Cache:
         key = (kind, namespace, name)
         with self._lock:
             table = self._objects.get(kind)
-            current = None if table is None else table.get(key)
-            return (current is not None and _rv(current) >= revision) or self._gone.get(key, -1) >= revision
+            return table is not None and self._as_new(key, table.get(key), revision)
+
+    def _as_new(self, key: Key, current: Obj | None, revision: int) -> bool:
+        """Under the lock: what is held of ``key`` (``current``, or its deletion) is at least as
+        new as ``revision``."""
+        return (current is not None and _rv(current) >= revision) or self._gone.get(key, -1) >= revision
 
     def _put(self, obj: Obj) -> None:
         key = self._hold(obj)
@@ -368,8 +372,7 @@ class Cache:
             return None
         key = key_of(obj)
         current = table.get(key)
-        rv = _rv(obj)
-        if (current is not None and _rv(current) >= rv) or self._gone.get(key, -1) >= rv:
+        if self._as_new(key, current, _rv(obj)):
             return None
         if current is not None:
             self._unindex(key, current)
