@@ -3,17 +3,14 @@ already, and re-encoding a 10k-item list field by field would dominate list late
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import Response
 
+from muster.store.codec import dumps_bytes as dumps
+
 __all__ = ["dumps", "json_response"]
-
-
-def dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def json_response(value: Any, status_code: int = 200, headers: Mapping[str, str] | None = None) -> Response:

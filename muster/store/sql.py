@@ -10,7 +10,6 @@ next poll.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import nullcontext
@@ -32,6 +31,7 @@ from muster.store.base import (
     WatchEvent,
 )
 from muster.store.capabilities import JsonPage
+from muster.store.codec import loads
 from muster.store.engine import WriteTransaction, is_postgres, read_transaction, upgrade
 from muster.store.listen import CHANNEL, Listener
 from muster.store.objects import merge_status, merge_update
@@ -110,9 +110,7 @@ class SqlStore:
         # whatever collation a PostgreSQL database was created with.
         rows.sort(key=lambda r: (r[0], r[1]))
         texts = [
-            data
-            for _ns, _name, labels, data in rows
-            if selector is None or selector.matches(json.loads(labels))
+            data for _ns, _name, labels, data in rows if selector is None or selector.matches(loads(labels))
         ]
         return str(revision), texts
 
@@ -162,7 +160,7 @@ class SqlStore:
                     q = q.where(tuple_(o.namespace, o.name) > tuple_(*after))
                 rows = conn.execute(q.limit(batch)).all()
                 for ns, name, labels, data in rows:
-                    if selector is not None and not selector.matches(json.loads(labels)):
+                    if selector is not None and not selector.matches(loads(labels)):
                         continue
                     if accept is not None and not accept(data):
                         continue
@@ -379,13 +377,8 @@ class SqlBatch:
             self.rollback()
 
 
-def decode_all(texts: Sequence[str], chunk: int = 1000) -> list[Obj]:
-    """Decode stored JSON texts, ``chunk`` of them in one ``json.loads`` of an array.
-
-    The decoder shares equal keys within one document, so the objects of a chunk share their
-    key strings ("metadata", "name", ...) instead of each holding its own copies: 100,000
-    stored jobs take about 30% less memory and decode in 60% of the time."""
-    out: list[Obj] = []
-    for start in range(0, len(texts), chunk):
-        out.extend(json.loads("[" + ",".join(texts[start : start + chunk]) + "]"))
-    return out
+def decode_all(texts: Sequence[str]) -> list[Obj]:
+    """Decode stored JSON texts. The decoder shares equal short strings ("metadata", "name",
+    a queue's name, ...) across documents, so 100,000 stored jobs hold one copy of each key
+    rather than one per object."""
+    return [loads(text) for text in texts]

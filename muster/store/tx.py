@@ -15,7 +15,6 @@ notices.
 from __future__ import annotations
 
 import functools
-import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from sqlalchemy import Connection, delete, select, text, tuple_, update
 
 from muster.store import schema
 from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
+from muster.store.codec import dumps, loads
 from muster.store.objects import (
     check_version,
     merge_apply,
@@ -116,7 +116,7 @@ class Tx:
         key = (kind, name, namespace or None)
         version = self._now.get(key)
         if version is not None:
-            return None if version.obj is None else json.loads(version.data)
+            return None if version.obj is None else loads(version.data)
         # Kept in the base: a read is mostly followed by a write of the same object (an Event
         # counted, a status changed), which would otherwise read it again. The transaction
         # holds the store's write lock, so what it read stays what the database holds.
@@ -235,7 +235,7 @@ class Tx:
         the caller's input and the stored object: see :mod:`muster.store.objects`)."""
         if key not in self._now and key not in self._base:
             self._base[key] = self.driver.load(*key)
-        data = _dumps(obj)
+        data = dumps(obj)
         if type_ != "DELETED":
             try:
                 _check_size(key, data, self.max_object_bytes)
@@ -243,7 +243,7 @@ class Tx:
                 self.revision -= 1  # the revision _next() handed this write is not used
                 self.writes -= 1
                 raise
-        obj = json.loads(data)
+        obj = loads(data)
         self._now[key] = _Version(None if type_ == "DELETED" else obj, data)
         revision = int(obj["metadata"]["resourceVersion"])
         last = self._last_change.get(key)
@@ -270,7 +270,7 @@ class Tx:
             chunk = wanted[start : start + _KEYS_PER_QUERY]
             q = select(_o.data).where(tuple_(_o.kind, _o.namespace, _o.name).in_(chunk))
             for (data,) in self.conn.execute(q):
-                obj = json.loads(data)
+                obj = loads(data)
                 found[_norm(object_key(obj))] = obj
         for kind, ns, name in wanted:
             key = (kind, name, ns or None)
@@ -295,7 +295,7 @@ class Driver:
             row = cur.fetchone()
         finally:
             cur.close()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else loads(row[0])
 
     def many(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
@@ -340,7 +340,7 @@ def not_found(kind: str, name: str, namespace: str | None) -> str:
 
 
 def _copy(obj: Obj) -> Obj:
-    return json.loads(_dumps(obj))
+    return loads(dumps(obj))
 
 
 def _norm(key: Key) -> Key:
@@ -368,7 +368,7 @@ def _row(obj: Obj, data: str) -> tuple[Any, ...]:
         meta["uid"],
         int(meta["resourceVersion"]),
         int(meta.get("generation") or 1),
-        _dumps(meta.get("labels") or {}),
+        dumps(meta.get("labels") or {}),
         data,
     )
 
@@ -386,7 +386,3 @@ def _check_size(key: Key, data: str, limit: int) -> None:
             size,
             limit,
         )
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

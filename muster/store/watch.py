@@ -11,7 +11,6 @@ Because writers commit in revision order (see :mod:`muster.store.schema`), scann
 from __future__ import annotations
 
 import collections
-import json
 import re
 import threading
 import time
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from muster.store import schema
 from muster.store.base import Known, TooOld, WatchEvent
+from muster.store.codec import loads
 from muster.store.engine import read_transaction
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class SqlWatch(Iterator[WatchEvent]):
             # write, seen by a cache) is passed over as a filtered one is.
             if known is not None and type_ != "DELETED" and known(kind, namespace, name, revision):
                 continue
-            self._buffer.append(WatchEvent(type=type_, object=json.loads(data), revision=revision))
+            self._buffer.append(WatchEvent(type=type_, object=loads(data), revision=revision))
             emitted = revision
         # With fewer rows than a batch, everything up to `current` has been seen (the filter
         # skipped the rest); remembering that spares the next scan and a false TooOld later.

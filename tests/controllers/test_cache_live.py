@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -95,7 +94,7 @@ def test_the_follower_does_not_decode_what_the_cache_holds_already(
         decoded.append(text)
         return real(text)
 
-    monkeypatch.setattr(watch_module, "json", SimpleNamespace(loads=loads))
+    monkeypatch.setattr(watch_module, "loads", loads)
     cache = Cache(sqlite_store, kinds=("TrainingJob",))
     cache.start()
     try:
