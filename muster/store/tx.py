@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, delete, select, text, tuple_, update
 
-from muster.store import schema
+from muster.store import codec, schema
 from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
 from muster.store.codec import dumps, loads
 from muster.store.objects import (
@@ -121,7 +121,7 @@ class Tx:
         # counted, a status changed), which would otherwise read it again. The transaction
         # holds the store's write lock, so what it read stays what the database holds.
         base = self._current(key)
-        return None if base is None else _copy(base)
+        return None if base is None else codec.copy(base)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -140,14 +140,14 @@ class Tx:
         check_version(stored, obj["metadata"].get("resourceVersion"))
         out = merge(stored, obj)
         if out is None:  # a no-op write keeps the resourceVersion, as in Kubernetes
-            return _copy(stored)
+            return codec.copy(stored)
         return self._record("MODIFIED", key, with_revision(out, self._next()))
 
     def delete(self, kind: str, name: str, namespace: str | None, resource_version: str | None) -> Obj:
         key = (kind, name, namespace or None)
         stored = self._stored(key)
         check_version(stored, resource_version)
-        return self._record("DELETED", key, with_revision(_copy(stored), self._next()))
+        return self._record("DELETED", key, with_revision(codec.copy(stored), self._next()))
 
     def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
         """Create or update each object in order (one read of what exists for the lot)."""
@@ -163,7 +163,7 @@ class Tx:
             check_version(stored, obj["metadata"].get("resourceVersion"))
             merged = merge_apply(stored, obj)
             if merged is None:
-                results.append(ApplyResult(_copy(stored), "unchanged"))
+                results.append(ApplyResult(codec.copy(stored), "unchanged"))
                 continue
             out = self._record("MODIFIED", key, with_revision(merged, self._next()))
             results.append(ApplyResult(out, "configured"))
@@ -337,10 +337,6 @@ def describe(kind: str, name: str, namespace: str | None) -> str:
 
 def not_found(kind: str, name: str, namespace: str | None) -> str:
     return f"{describe(kind, name, namespace)} not found"
-
-
-def _copy(obj: Obj) -> Obj:
-    return loads(dumps(obj))
 
 
 def _norm(key: Key) -> Key:

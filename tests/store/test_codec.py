@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from muster.store.codec import dumps, dumps_bytes, loads
+from muster.store.codec import copy, dumps, dumps_bytes, loads
 from muster.store.sql import decode_all
 
 # Lone surrogates are left out: no UTF-8 text can hold one, so neither encoder can store one.
@@ -56,3 +56,18 @@ def test_objects_decoded_apart_share_their_keys() -> None:
     keys = {id(next(iter(o["metadata"]))) for o in objs}
     assert len(keys) == 1
     assert [o["metadata"]["name"] for o in objs] == ["job-0", "job-1", "job-2", "job-3"]
+
+
+@given(_json)
+def test_a_copy_is_equal_and_shares_no_container(value: object) -> None:
+    copied = copy(value)
+    assert copied == value
+    assert not (_containers(copied) & _containers(value))
+
+
+def _containers(value: object) -> set[int]:
+    if isinstance(value, dict):
+        return {id(value)}.union(*(_containers(v) for v in value.values()))
+    if isinstance(value, list):
+        return {id(value)}.union(*(_containers(v) for v in value))
+    return set()

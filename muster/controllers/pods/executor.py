@@ -28,7 +28,6 @@ one twice changes nothing.
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
@@ -67,6 +66,7 @@ from muster.runtime.base import (
     SupportsNativePods,
     SupportsRetention,
 )
+from muster.store import codec
 
 __all__ = ["GANG_BACKOFF_MAX_SECONDS", "GANG_BACKOFF_SECONDS", "PodExecutor"]
 
@@ -148,7 +148,7 @@ class PodExecutor:
         except IllegalTransition as exc:
             log.error("%s", exc)
             return
-        updated = copy.deepcopy(pod)
+        updated = codec.copy(pod)
         updated["status"] = self._status(pod, change)
         stored = self.ctx.update_status(updated)
         if stored is None:
@@ -338,7 +338,7 @@ class PodExecutor:
         status = pod.get("status") or {}
         if status.get("handle"):
             return pod
-        marked = copy.deepcopy(pod)
+        marked = codec.copy(pod)
         node = pod["spec"]["nodeName"]
         marked["status"] = {
             **status,
@@ -385,7 +385,7 @@ class PodExecutor:
                 continue  # changed meanwhile: the next pass tries again
             wl = self.ctx.cache.get("Workload", name, ns)
             if wl is not None and workload_state(wl) is WorkloadState.ADMITTED:
-                updated = copy.deepcopy(wl)
+                updated = codec.copy(wl)
                 now = self.ctx.now()
                 text = f"{message}; requeued (not counted against backoffLimit)"
                 if reason == _GANG_START_FAILED:
@@ -443,7 +443,7 @@ class PodExecutor:
             self._stopping.discard(ref.uid)
 
     def _fail(self, pod: Obj, reason: str, message: str) -> None:
-        updated = copy.deepcopy(pod)
+        updated = codec.copy(pod)
         status = dict(updated.get("status") or {})
         status.update(phase="Failed", reason=reason, message=message)
         updated["status"] = status

@@ -12,7 +12,6 @@ resolved or refused here, and the launch carries the Pod's wire spec as stored.
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from muster.api.base import controller_ref
 from muster.api.quantity import Quantity, QuantityError
 from muster.runtime.base import Container, DeviceBinding, LaunchError, PodLaunch, PodRef, Volume, VolumeMount
+from muster.store import codec
 
 __all__ = ["device_binding", "pod_launch", "pod_ref"]
 
@@ -60,7 +60,7 @@ def pod_launch(pod: Obj, host_ip: str, *, native: bool = False) -> PodLaunch:
         termination_grace_seconds=_DEFAULT_GRACE if grace is None else float(grace),
         labels=dict(pod["metadata"].get("labels") or {}),
         node=spec.get("nodeName") or "",
-        spec=copy.deepcopy(spec),
+        spec=codec.copy(spec),
         annotations=dict(pod["metadata"].get("annotations") or {}),
         owner=controller_ref(pod) if pod["metadata"].get("ownerReferences") else {},
     )

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +37,7 @@ from muster.api.lifecycle import (
 from muster.controllers.context import Context
 from muster.controllers.scheduling.snapshot import Built, Unqueueable, workload_key
 from muster.scheduler import Admission, Decisions, NodePlacement, Preemption, Resize, format_units
+from muster.store import codec
 
 __all__ = ["DecisionWriter", "admission_dict", "set_pending"]
 
@@ -85,7 +85,7 @@ class DecisionWriter:
         wl = built.workloads.get(workload_key(a.namespace, a.name))
         if wl is None or workload_state(wl) is not WorkloadState.PENDING:
             return None
-        updated = copy.deepcopy(wl)
+        updated = codec.copy(wl)
         event = admit_workload(updated, admission_dict(a), self.ctx.now())
         stored = self.ctx.update_status(updated)
         if stored is not None:
@@ -101,7 +101,7 @@ class DecisionWriter:
         wl = built.workloads.get(workload_key(r.namespace, r.name))
         if wl is None or workload_state(wl) is not WorkloadState.ADMITTED:
             return None
-        updated = copy.deepcopy(wl)
+        updated = codec.copy(wl)
         grown = {psa.name: psa for psa in r.pod_sets}
         specs = {ps.name: ps for ps in r.workload.pod_sets}
         assignments = []
@@ -128,7 +128,7 @@ class DecisionWriter:
         elastic = (wl.get("status") or {}).get("elastic") or {}
         if elastic.get("held") == {"reason": reason, "message": message}:
             return
-        updated = copy.deepcopy(wl)
+        updated = codec.copy(wl)
         updated["status"].setdefault("elastic", {})["held"] = {"reason": reason, "message": message}
         self.ctx.update_status(updated)
 
@@ -141,7 +141,7 @@ class DecisionWriter:
             f"preempted by {preemptor} (priority {p.preemptor.priority}) to make room in its queue "
             f"({p.reason})"
         )
-        updated = copy.deepcopy(wl)
+        updated = codec.copy(wl)
         event = evict_workload(
             updated, "Preempted", message, self.ctx.now(), preemption_reason=p.reason, preempted_by=preemptor
         )
@@ -179,7 +179,7 @@ class DecisionWriter:
             return
         key = workload_key(wl["metadata"].get("namespace"), wl["metadata"]["name"])
         now = self.ctx.now()
-        updated = copy.deepcopy(wl)
+        updated = codec.copy(wl)
         set_pending(updated, reason, message, details, now)
         stored = self.ctx.update_status(updated)
         if stored is None:

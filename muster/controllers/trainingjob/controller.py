@@ -26,7 +26,6 @@ recorded as an Event.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Callable
@@ -83,6 +82,7 @@ from muster.controllers.trainingjob.pods import (
     workload_for,
 )
 from muster.runtime.base import PodReason
+from muster.store import codec
 
 __all__ = ["TrainingJobController"]
 
@@ -130,7 +130,7 @@ class _Pass:
             self.job = {
                 **job,
                 "metadata": dict(job["metadata"]),
-                "status": copy.deepcopy(job.get("status") or {}),
+                "status": codec.copy(job.get("status") or {}),
             }
             self.status = self.job["status"]
         self.events: list[EventSpec] = []
@@ -159,7 +159,7 @@ class _Pass:
             return
         suspend = bool((self.job["spec"].get("runPolicy") or {}).get("suspend"))
         if wl["spec"].get("active", True) == suspend:
-            changed = copy.deepcopy(wl)
+            changed = codec.copy(wl)
             changed["spec"]["active"] = not suspend
             wl = self.ctx.update(changed) or wl
         current = job_phase(self.job)
@@ -413,7 +413,7 @@ class _Pass:
         if stale or ports is not None:
             if stale:
                 port = pick_port()  # taken meanwhile by something else: the new run needs its own
-            changed = copy.deepcopy(wl)
+            changed = codec.copy(wl)
             annotations = changed["metadata"].setdefault("annotations", {})
             annotations[MASTER_PORT_ANNOTATION] = str(port)
             if ports is not None:
@@ -574,7 +574,7 @@ class _Pass:
         stop = StopReasons.DEADLINE_EXCEEDED if deadline else StopReasons.JOB_FINISHED
         wl = self.ctx.cache.get("Workload", self.name, self.ns)
         if wl is not None and workload_state(wl) is not WorkloadState.FINISHED:
-            updated = copy.deepcopy(wl)
+            updated = codec.copy(wl)
             done = "Succeeded" if succeeded else "Failed"
             event = finish_workload(updated, done, f"the job {done.lower()}", self.now)
             stored = self.ctx.update_status(updated)
