@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
+from muster.store.capabilities import UNKNOWN
 from muster.util import paused_gc
 
 __all__ = ["WATCHED_KINDS", "Cache", "Key"]
@@ -57,6 +58,9 @@ WATCHED_KINDS = (
 # Labels the cache indexes Pods by, so a job's or a workload's pods are found without a scan.
 _POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name", "ray.io/cluster", "muster.dev/rayjob")
 _TOMBSTONES = 1000
+# How long a batch waits for the follower to apply the changes before its transaction, rather
+# than reading each object it writes from the database (seconds).
+_REPLICA_WAIT = 0.02
 
 
 def key_of(obj: Obj) -> Key:
@@ -257,6 +261,16 @@ class Cache:
         with self._lock:
             return self._wake.wait_for(lambda: self._seen >= revision or self._stopped, timeout)
 
+    def at(self, revision: int) -> Callable[[str, str, str | None], Obj | None] | None:
+        """The store's batches read the objects a write changes from here rather than the
+        database (see :class:`muster.store.capabilities.Replica`) once every change up to
+        ``revision`` is applied: the follower is woken by the commit before, and most often has
+        only passed over that commit's own writes, so a short wait saves a query per object."""
+        with self._lock:
+            if self._thread is not None:  # a cache nobody follows the log for never catches up
+                self._wake.wait_for(lambda: self._seen >= revision or self._stopped, _REPLICA_WAIT)
+            return self._stored if self._seen >= revision and not self._stopped else None
+
     def take_changes(self, marked: set[Key] | None = None) -> dict[Key, Obj | None]:
         """What changed since the last call (cleared): each key with its current object, or
         with the last state of one deleted meanwhile (None when nothing is known of it).
@@ -345,6 +359,11 @@ class Cache:
                     self._wake.wait(1.0)
                 continue
             return  # the watch ended: closed by stop()
+
+    def _stored(self, kind: str, name: str, namespace: str | None) -> Obj | None:
+        with self._lock:
+            table = self._objects.get(kind)
+            return UNKNOWN if table is None else table.get((kind, namespace or "", name))
 
     def _holds(self, kind: str, namespace: str, name: str, revision: int) -> bool:
         """The watch's ``known``: a change :meth:`_hold` would pass over (this process's own

@@ -33,7 +33,7 @@ from muster.controllers.cache import Cache, Key, key_of
 from muster.controllers.insight.metrics import ControlPlaneMetrics
 from muster.store.base import AlreadyExists, Conflict, NotFound, Obj, Store, StoreError, Writer
 from muster.store.capabilities import Batch, Batching
-from muster.store.events import record_event
+from muster.store.events import event_name, event_namespace, record_event
 
 __all__ = ["COMPONENT", "MAX_BATCH_WRITES", "Context", "Timers"]
 
@@ -102,6 +102,7 @@ class Context:
         default_factory=list, init=False, repr=False
     )
     _written: dict[Key, Obj] = field(default_factory=dict, init=False, repr=False)
+    _events: list[tuple[Obj, EventSpec]] = field(default_factory=list, init=False, repr=False)
 
     def now(self) -> float:
         return self.clock()
@@ -133,6 +134,7 @@ class Context:
         """Store the writes made so far, then run the actions that waited for them (which may
         write again: those are committed too)."""
         for _ in range(100):
+            self._store_events()
             # Even with no write made: a write that failed (NotFound, Conflict) has still begun
             # the transaction, which holds the store's write lock until it ends.
             if self._batch is not None:
@@ -161,6 +163,7 @@ class Context:
         waiting for them."""
         written, self._written = self._written, {}
         actions, self._after = self._after, []
+        self._events.clear()
         for _action, undo in actions:
             if undo is not None:
                 try:
@@ -225,15 +228,18 @@ class Context:
         return True
 
     def event(self, obj: Obj, spec: EventSpec) -> None:
-        """Record an Event about ``obj`` (in the pass's transaction when there is one); a
-        failure to record is logged, never raised."""
-        stored = _record(self.writer(), obj, spec)
-        if stored is not None and self.on_event is not None:
-            self.on_event(stored)
+        """Record an Event about ``obj``: in a batch, with the batch's other Events as it
+        commits (one read of what exists of them all, rather than one each: a job's run records
+        six); outside one, at once. A failure to record is logged, never raised."""
+        if self._batching:
+            self._events.append((obj, spec))
+        else:
+            self._store_event(obj, spec)
 
     def flush_events(self) -> None:
-        """Events are written with the pass that records them: nothing waits (kept for callers
-        that wait for Events to be stored)."""
+        """Write the Events recorded so far into the pass's transaction (they are committed
+        with it; :meth:`commit` does this itself)."""
+        self._store_events()
 
     def writer(self) -> Writer:
         """Where a write goes now: the pass's batch, or the store outside one. Writes of kinds
@@ -242,9 +248,30 @@ class Context:
         if not self._batching:
             return self.store
         if self._batch is None:
-            self._batch = self.store.batch()  # type: ignore[attr-defined]
+            self._batch = self.store.batch(replica=self.cache)  # type: ignore[attr-defined]
         assert self._batch is not None
         return self._batch
+
+    def _store_events(self) -> None:
+        events, self._events = self._events, []
+        if not events:
+            return
+        writer = self.writer()
+        prefetch = getattr(writer, "prefetch", None)
+        if prefetch is not None:
+            prefetch(
+                [
+                    ("Event", event_name(obj, spec.type, spec.reason, spec.message), event_namespace(obj))
+                    for obj, spec in events
+                ]
+            )
+        for obj, spec in events:
+            self._store_event(obj, spec)
+
+    def _store_event(self, obj: Obj, spec: EventSpec) -> None:
+        stored = _record(self.writer(), obj, spec)
+        if stored is not None and self.on_event is not None:
+            self.on_event(stored)
 
     def _write(self, op: Callable[[Obj], Obj], obj: Obj) -> Obj | None:
         try:

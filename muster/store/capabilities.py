@@ -15,7 +15,10 @@ from muster.store.base import ApplyResult, LabelSelector, Obj, Writer
 if TYPE_CHECKING:
     from muster.store.audit import AuditQuery
 
-__all__ = ["AuditLog", "Batch", "Batching", "JsonListing", "JsonPage", "PagedListing"]
+__all__ = ["UNKNOWN", "AuditLog", "Batch", "Batching", "JsonListing", "JsonPage", "PagedListing", "Replica"]
+
+# What a replica's lookup answers for an object it does not follow (the batch reads the store).
+UNKNOWN: Any = object()
 
 
 @runtime_checkable
@@ -110,6 +113,24 @@ class Batching(Protocol):
     """A store that can put many writes into one transaction (one commit, one fsync): the
     manager writes everything one pass decided in one batch."""
 
-    def batch(self) -> Batch:
-        """A new, empty batch (it begins its transaction at its first write)."""
+    def batch(self, replica: Replica | None = None) -> Batch:
+        """A new, empty batch (it begins its transaction at its first write). With a
+        ``replica``, the batch reads what a write changes from the replica rather than the
+        database whenever the replica is at the revision the transaction began at."""
+        ...
+
+
+class Replica(Protocol):
+    """A copy of the store kept current from its change log (the manager's cache).
+
+    A write changes the stored object (a status merged into it, a version checked against it),
+    so a batch reads the object first: a query, and on the control plane's thread a hand-over
+    of the interpreter lock while it runs. Under the batch's write lock nothing else commits,
+    so a replica that has applied every change up to the transaction's first revision holds
+    exactly what the database holds, for the kinds it follows, for the whole transaction."""
+
+    def at(self, revision: int) -> Callable[[str, str, str | None], Obj | None] | None:
+        """A lookup ``(kind, name, namespace) -> the object, None when absent, or UNKNOWN for
+        a kind not followed``, valid while no change newer than ``revision`` is committed;
+        None when the replica has not applied every change up to ``revision`` (soon enough)."""
         ...

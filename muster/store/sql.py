@@ -30,7 +30,7 @@ from muster.store.base import (
     Obj,
     WatchEvent,
 )
-from muster.store.capabilities import JsonPage
+from muster.store.capabilities import JsonPage, Replica
 from muster.store.codec import loads
 from muster.store.engine import WriteTransaction, is_postgres, read_transaction, upgrade
 from muster.store.listen import CHANNEL, Listener
@@ -273,8 +273,8 @@ class SqlStore:
     def prune_audit(self, before: float) -> int:
         return prune_audit(self.engine, before)
 
-    def batch(self) -> SqlBatch:
-        return SqlBatch(self)
+    def batch(self, replica: Replica | None = None) -> SqlBatch:
+        return SqlBatch(self, replica)
 
     def close(self) -> None:
         self.notifier.close()
@@ -295,8 +295,9 @@ class SqlBatch:
     again. Not thread-safe: one thread writes through a batch.
     """
 
-    def __init__(self, store: SqlStore) -> None:
+    def __init__(self, store: SqlStore, replica: Replica | None = None) -> None:
         self._store = store
+        self._replica = replica
         self._open: WriteTransaction | None = None
         self._tx: Tx | None = None
 
@@ -312,6 +313,8 @@ class SqlBatch:
             opened = WriteTransaction(store.engine, store._write_lock)
             try:
                 self._tx = Tx(opened.conn, store.retention, store._notify_channel, store.max_object_bytes)
+                if self._replica is not None:
+                    self._tx.replica = self._replica.at(self._tx.revision)
             except BaseException:
                 opened.end(commit=False)
                 raise
@@ -328,6 +331,11 @@ class SqlBatch:
 
     def create(self, obj: Obj) -> Obj:
         return self.tx().create(obj)
+
+    def prefetch(self, keys: Sequence[tuple[str, str, str | None]]) -> None:
+        """Read ``(kind, name, namespace)`` of objects about to be written, in one query or a
+        few rather than one each (Events, which no replica holds)."""
+        self.tx().prefetch(keys)
 
     def update(self, obj: Obj) -> Obj:
         return self.tx().modify(obj, merge_update)

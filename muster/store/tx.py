@@ -15,15 +15,17 @@ notices.
 from __future__ import annotations
 
 import functools
+import itertools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Connection, delete, select, text, tuple_, update
+from sqlalchemy import Connection, delete, text, update
 
 from muster.store import codec, schema
 from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
+from muster.store.capabilities import UNKNOWN
 from muster.store.codec import dumps, loads
 from muster.store.objects import (
     check_version,
@@ -39,15 +41,15 @@ __all__ = ["Driver", "Tx", "describe", "load", "not_found"]
 Key = tuple[str, str, str | None]  # (kind, name, namespace): object_key's order
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 
-# Row-value IN lists stay well below SQLite's bound-parameter limit (three per key).
+# IN lists stay well below SQLite's bound-parameter limit.
 _KEYS_PER_QUERY = 500
 _KEYS_READ_ONE_BY_ONE = 2
-_o = schema.objects.c
 # The statements a write runs per object go to the driver as plain SQL: SQLAlchemy's own
 # execution path costs several times the statement itself, and a pass runs thousands.
 _OBJECT_COLUMNS = "kind, namespace, name, uid, resource_version, generation, labels, data"
 _SQL = {
     "select": "SELECT data FROM objects WHERE kind = {p} AND namespace = {p} AND name = {p}",
+    "select_names": "SELECT data FROM objects WHERE kind = {p} AND namespace = {p} AND name IN ({{names}})",
     "insert": f"INSERT INTO objects ({_OBJECT_COLUMNS}) VALUES ({', '.join(['{p}'] * 8)})",
     "update": (
         "UPDATE objects SET uid = {p}, resource_version = {p}, generation = {p}, labels = {p}, data = {p} "
@@ -104,6 +106,8 @@ class Tx:
         self._now: dict[Key, _Version] = {}  # touched keys as this transaction leaves them
         self._changes: list[_Change] = []
         self._last_change: dict[Key, int] = {}  # key -> index in _changes of its latest change
+        # Where untouched keys are read first (a replica at this transaction's revision).
+        self.replica: Callable[[str, str, str | None], Obj | None] | None = None
 
     @property
     def changed(self) -> bool:
@@ -152,7 +156,7 @@ class Tx:
     def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]:
         """Create or update each object in order (one read of what exists for the lot)."""
         keys = [_norm(object_key(obj)) for obj in objs]
-        self._prefetch(keys)
+        self.prefetch(keys)
         results: list[ApplyResult] = []
         for obj, key in zip(objs, keys, strict=True):
             stored = self._current(key)
@@ -221,7 +225,8 @@ class Tx:
         if version is not None:
             return version.obj
         if key not in self._base:
-            self._base[key] = self.driver.load(*key)
+            found = UNKNOWN if self.replica is None else self.replica(*key)
+            self._base[key] = self.driver.load(*key) if found is UNKNOWN else found
         return self._base[key]
 
     def _stored(self, key: Key) -> Obj:
@@ -234,7 +239,7 @@ class Tx:
         """Keep the write's result; returns it as a copy of its own (``obj`` shares parts with
         the caller's input and the stored object: see :mod:`muster.store.objects`)."""
         if key not in self._now and key not in self._base:
-            self._base[key] = self.driver.load(*key)
+            self._current(key)
         data = dumps(obj)
         if type_ != "DELETED":
             try:
@@ -256,9 +261,15 @@ class Tx:
         self._changes.append(_Change(type_, key, revision, data))
         return obj
 
-    def _prefetch(self, keys: Sequence[Key]) -> None:
+    def prefetch(self, keys: Sequence[Key]) -> None:
         """Read the untouched ``keys`` in a few statements rather than one each."""
-        wanted = sorted({(k, ns or "", n) for k, n, ns in keys if (k, n, ns) not in self._now})
+        wanted = sorted(
+            {
+                (k, ns or "", n)
+                for k, n, ns in keys
+                if (k, n, ns or None) not in self._now and (k, n, ns or None) not in self._base
+            }
+        )
         if len(wanted) <= _KEYS_READ_ONE_BY_ONE:
             # An apply of one or two documents (most of them): the store's plain per-key read
             # costs less than building and running the IN query (0.8 ms of an apply's CPU).
@@ -266,12 +277,12 @@ class Tx:
                 self._current((kind, name, ns or None))
             return
         found: dict[Key, Obj] = {}
-        for start in range(0, len(wanted), _KEYS_PER_QUERY):
-            chunk = wanted[start : start + _KEYS_PER_QUERY]
-            q = select(_o.data).where(tuple_(_o.kind, _o.namespace, _o.name).in_(chunk))
-            for (data,) in self.conn.execute(q):
-                obj = loads(data)
-                found[_norm(object_key(obj))] = obj
+        for (kind, ns), group in itertools.groupby(wanted, key=lambda k: (k[0], k[1])):
+            names = [name for _, _, name in group]
+            for start in range(0, len(names), _KEYS_PER_QUERY):
+                for data in self.driver.load_many(kind, ns, names[start : start + _KEYS_PER_QUERY]):
+                    obj = loads(data)
+                    found[_norm(object_key(obj))] = obj
         for kind, ns, name in wanted:
             key = (kind, name, ns or None)
             self._base.setdefault(key, found.get(key))
@@ -296,6 +307,16 @@ class Driver:
         finally:
             cur.close()
         return None if row is None else loads(row[0])
+
+    def load_many(self, kind: str, namespace: str, names: Sequence[str]) -> list[str]:
+        """The stored JSON of those of ``names`` (of one kind and namespace) that exist."""
+        sql = self.sql["select_names"].format(names=", ".join([self.sql["mark"]] * len(names)))
+        cur = self.db.cursor()
+        try:
+            cur.execute(sql, (kind, namespace, *names))
+            return [row[0] for row in cur.fetchall()]
+        finally:
+            cur.close()
 
     def many(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
@@ -323,7 +344,7 @@ class Driver:
 @functools.cache
 def _statements(paramstyle: str) -> dict[str, str]:
     mark = schema.PARAM_MARK[paramstyle]
-    return {name: sql.format(p=mark) for name, sql in _SQL.items()}
+    return {"mark": mark} | {name: sql.format(p=mark) for name, sql in _SQL.items()}
 
 
 def load(conn: Connection, kind: str, name: str, namespace: str | None) -> Obj | None:

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+from muster.api.lifecycle import EventSpec
+from muster.controllers import cache as cache_module
 from muster.store import Store
 from muster.store.sql import SqlBatch
+from muster.store.tx import Driver
 from tests.controllers.conftest import Harness, job
 
 
@@ -140,3 +143,40 @@ def test_a_slow_full_resync_comes_less_often(sqlite_store, tmp_path, monkeypatch
         h.clock.advance(11)
     # A resync that took 2 s is not due again for 40 s (5% of the loop's time), not 10.
     assert [round(t - fulls[0]) for t in fulls] == [0, 44, 88]
+
+
+def test_a_pass_reads_neither_what_the_cache_holds_nor_its_events_one_by_one(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+):
+    h = harness
+    h.apply(*(job(f"j{i}", workers=1) for i in range(4)))
+    cache = h.manager.ctx.cache
+    assert cache.caught_up(h.store.revision(), timeout=10)
+    # However slow the follower is here, each transaction of the pass waits for it to catch up.
+    monkeypatch.setattr(cache_module, "_REPLICA_WAIT", 10.0)
+    loads: list[str] = []
+    real = Driver.load
+
+    def counted(self: Driver, kind: str, name: str, namespace: str | None) -> object:
+        loads.append(kind)
+        return real(self, kind, name, namespace)
+
+    monkeypatch.setattr(Driver, "load", counted)
+    h.manager.run_once(h.rt.poll())
+    assert sorted(h.rt.started) == [f"default/j{i}-worker-0" for i in range(4)]
+    assert len(h.store.list("Event").items) >= 4 * 3  # created, admitted, pod started, ...
+    assert [kind for kind in loads if kind in cache.kinds or kind == "Event"] == []
+
+
+def test_events_of_a_pass_that_was_rolled_back_are_not_written_by_the_next(harness: Harness):
+    h = harness
+    h.apply(job("a", workers=1))
+    ctx = h.manager.ctx
+    a = h.store.get("TrainingJob", "a", "default")
+    with pytest.raises(RuntimeError, match="the pass failed"), ctx.batch():
+        ctx.event(a, EventSpec("Normal", "Lost", "recorded by a pass that failed"))
+        raise RuntimeError("the pass failed")
+    with ctx.batch():
+        ctx.event(a, EventSpec("Normal", "Kept", "recorded by a pass that committed"))
+    reasons = {e["reason"] for e in h.store.list("Event").items}
+    assert "Kept" in reasons and "Lost" not in reasons

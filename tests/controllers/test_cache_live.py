@@ -11,6 +11,7 @@ from muster.controllers.cache import Cache
 from muster.controllers.context import Context
 from muster.store import Store
 from muster.store import watch as watch_module
+from muster.store.capabilities import UNKNOWN
 from muster.testing import wait_for
 from muster.testing.factories import training_job
 
@@ -122,3 +123,31 @@ def test_the_follower_does_not_decode_what_the_cache_holds_already(
         )
     finally:
         cache.stop()
+
+
+def test_as_a_replica_the_cache_answers_as_the_store_at_a_revision_it_has_applied(
+    sqlite_store: Store,
+):
+    a = sqlite_store.create(training_job("a"))
+    never_started = Cache(sqlite_store, kinds=("TrainingJob",))
+    assert never_started.at(sqlite_store.revision()) is None  # nothing follows the log for it
+    cache = Cache(sqlite_store, kinds=("TrainingJob",))
+    cache.start()
+    try:
+        b = sqlite_store.create(training_job("b"))
+        sqlite_store.delete("TrainingJob", "b", "default")
+        a = sqlite_store.update_status({**a, "status": {"phase": "Running"}})
+        head = sqlite_store.revision()
+        lookup = cache.at(head)
+        if lookup is None:  # the follower was slower than the batch's short wait: it says so
+            assert cache.caught_up(head, timeout=10)
+            lookup = cache.at(head)
+        assert lookup is not None
+        assert lookup("TrainingJob", "a", "default") == sqlite_store.get("TrainingJob", "a", "default")
+        assert lookup("TrainingJob", "b", "default") is None and b is not None  # deleted
+        assert lookup("TrainingJob", "never", "default") is None
+        assert lookup("Event", "x", "default") is UNKNOWN  # not followed: the batch reads it
+        assert cache.at(head + 1) is None  # a change it has not applied (none exists yet)
+    finally:
+        cache.stop()
+    assert cache.at(head) is None  # stopped: it follows nothing any more

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import copy
 import time
+from typing import Any
 
 import pytest
 
 from muster.store import Conflict, NotFound, Store, open_store
-from muster.store.capabilities import Batching
+from muster.store.capabilities import UNKNOWN, Batching
 from tests.store.factories import job
 
 
@@ -66,15 +67,7 @@ def test_an_object_read_in_a_batch_is_not_read_again_to_write_it(
     store.create(job("a"))
     batch = store.batch()  # type: ignore[attr-defined]
     batch.create(job("first"))  # begins the transaction
-    driver = batch.tx().driver
-    loads: list[tuple[str, str, str | None]] = []
-    real = driver.load
-
-    def counted(kind: str, name: str, namespace: str | None) -> object:
-        loads.append((kind, name, namespace))
-        return real(kind, name, namespace)
-
-    monkeypatch.setattr(driver, "load", counted)
+    loads = _counting_loads(batch, monkeypatch)
     obj = batch.get("TrainingJob", "a", "default")
     obj["spec"]["note"] = "changed"
     changed = batch.update(obj)
@@ -172,3 +165,78 @@ def test_postgres_watch_is_woken_by_another_store_at_once(postgres_server):
     finally:
         writer.close()
         watcher.close()
+
+
+class _Replica:
+    """A replica answering from a dict, at the revisions it is told it holds."""
+
+    def __init__(self, objects: dict[tuple[str, str, str | None], object], holds: bool) -> None:
+        self.objects = objects
+        self.holds = holds
+        self.asked: list[int] = []
+
+    def at(self, revision: int):
+        self.asked.append(revision)
+        if not self.holds:
+            return None
+        return lambda kind, name, ns: self.objects.get((kind, name, ns), UNKNOWN)
+
+
+def _counting_loads(batch: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
+    driver = batch.tx().driver
+    loads: list[tuple[str, str, str | None]] = []
+    real = driver.load
+
+    def counted(kind: str, name: str, namespace: str | None) -> object:
+        loads.append((kind, name, namespace))
+        return real(kind, name, namespace)
+
+    monkeypatch.setattr(driver, "load", counted)
+    return loads
+
+
+def test_a_batch_reads_what_it_writes_from_a_replica_at_its_revision(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    a = store.create(job("a"))
+    replica = _Replica({("TrainingJob", "a", "default"): a, ("TrainingJob", "b", "default"): None}, True)
+    batch = store.batch(replica=replica)  # type: ignore[attr-defined]
+    loads = _counting_loads(batch, monkeypatch)
+    assert replica.asked == [store.revision()]  # the revision the transaction began at
+    changed = batch.update_status({**a, "status": {"phase": "Running"}})
+    made = batch.create(job("b"))  # the replica says absent: no read
+    with pytest.raises(NotFound):
+        batch.get("Event", "e", "default")  # a kind the replica does not follow: read
+    batch.commit()
+    assert loads == [("Event", "e", "default")]
+    assert store.get("TrainingJob", "a", "default") == changed
+    assert store.get("TrainingJob", "b", "default") == made
+    assert "status" not in a  # the replica's object was not edited
+
+
+def test_a_replica_behind_the_transaction_is_not_read(store: Store, monkeypatch: pytest.MonkeyPatch):
+    stale = store.create(job("a"))
+    store.update_status({**stale, "status": {"phase": "Running"}})  # the replica has not seen this
+    batch = store.batch(replica=_Replica({("TrainingJob", "a", "default"): stale}, False))  # type: ignore[attr-defined]
+    loads = _counting_loads(batch, monkeypatch)
+    with pytest.raises(Conflict):
+        batch.update_status({**stale, "status": {"phase": "Running"}})
+    assert loads == [("TrainingJob", "a", "default")]
+    batch.rollback()
+
+
+def test_prefetch_reads_many_objects_in_one_query(store: Store, monkeypatch: pytest.MonkeyPatch):
+    for i in range(5):
+        store.create(job(f"j{i}"))
+    batch = store.batch()  # type: ignore[attr-defined]
+    batch.create(job("first"))
+    loads = _counting_loads(batch, monkeypatch)
+    keys = [("TrainingJob", f"j{i}", "default") for i in range(7)]  # j5, j6: absent
+    batch.prefetch(keys)
+    found = [batch.get(*k) for k in keys[:5]]
+    for k in keys[5:]:
+        with pytest.raises(NotFound):
+            batch.get(*k)
+    batch.rollback()
+    assert loads == []
+    assert [o["metadata"]["name"] for o in found] == [f"j{i}" for i in range(5)]
