@@ -7,6 +7,9 @@ reads back as it was written.
   and which would be stored as something else (``null``) or not read back at all.
 * Integers fit in 64 bits, as kube-apiserver's (Go) decoder requires: a larger one is not an
   integer that Go, Java or JavaScript clients can hold.
+* Strings, keys included, are Unicode text: Python's JSON parser turns an escaped lone UTF-16
+  surrogate (``"\ud800"``) into a string that no UTF-8 text can hold, so it could be neither
+  stored nor sent back.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from muster.api.errors import FieldError, child_path
 
-__all__ = ["MAX_DEPTH", "MAX_INT", "document_errors"]
+__all__ = ["MAX_DEPTH", "MAX_INT", "document_errors", "shown"]
 
 MAX_DEPTH = 64
 MAX_INT = 2**63 - 1
@@ -34,7 +37,13 @@ def document_errors(doc: Any, limit: int = 20) -> list[FieldError]:
                 errors.append(FieldError(path, f"is nested more than {MAX_DEPTH} levels deep"))
                 continue
             if isinstance(value, dict):
-                children = [(item, child_path(path, str(key)), depth + 1) for key, item in value.items()]
+                children = []
+                for key, item in value.items():
+                    name = str(key)
+                    if not _is_text(name):
+                        name = shown(name)
+                        errors.append(FieldError(child_path(path, name), _NOT_TEXT))
+                    children.append((item, child_path(path, name), depth + 1))
             else:
                 children = [(item, child_path(path, i), depth + 1) for i, item in enumerate(value)]
             stack.extend(reversed(children))  # popped in document order
@@ -42,4 +51,27 @@ def document_errors(doc: Any, limit: int = 20) -> list[FieldError]:
             errors.append(FieldError(path, "must be a finite number (JSON has no NaN or Infinity)"))
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
             errors.append(FieldError(path, f"must be at most {MAX_INT} in size (a 64-bit integer)", value))
-    return errors
+        elif isinstance(value, str) and not _is_text(value):
+            errors.append(FieldError(path, _NOT_TEXT))
+    return errors[:limit]
+
+
+_NOT_TEXT = (
+    "must be Unicode text: it holds a lone UTF-16 surrogate escape (such as \\ud800), which no "
+    "UTF-8 text can hold; write the character itself, or both halves of its surrogate pair"
+)
+
+
+def _is_text(value: str) -> bool:
+    if value.isascii():  # nearly every string: no encoding needed to know
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(value: str) -> str:
+    """``value`` as text an error message can carry (a lone surrogate written as its escape)."""
+    return value if _is_text(value) else value.encode("utf-8", "backslashreplace").decode()

@@ -28,7 +28,7 @@ from muster.api.event import Event
 from muster.api.experiment import Experiment
 from muster.api.gpusharing import GPUSharing
 from muster.api.kinds import Kind, UnknownKind
-from muster.api.limits import document_errors
+from muster.api.limits import document_errors, shown
 from muster.api.namespace import Namespace, ResourceQuota
 from muster.api.node import Node
 from muster.api.pod import Pod
@@ -126,7 +126,7 @@ def validate(doc: Mapping[str, Any], *, keep_status: bool = False) -> Validated:
         )
     problems = document_errors(dict(doc))
     if problems:
-        raise InvalidObject(problems, str(doc.get("kind", "")), _name_of(doc))
+        raise InvalidObject(problems, shown(str(doc.get("kind", ""))), shown(_name_of(doc)))
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     missing = [
         FieldError(key, "required field is missing", hint=_supported_hint())

@@ -15,6 +15,7 @@ from typing import Any
 
 from muster.api import registry
 from muster.api.errors import FieldError, InvalidObject
+from muster.api.limits import shown
 from muster.server.errors import ApiError
 from muster.server.services.namespaces import (
     created_warning,
@@ -161,8 +162,8 @@ def _tagged(error: FieldError, index: int, doc: Any) -> dict[str, Any]:
     out = error.to_dict()
     out["document"] = index
     if isinstance(doc, dict):
-        out["kind"] = doc.get("kind", "")
+        out["kind"] = shown(str(doc.get("kind", "")))
         meta = doc.get("metadata")
         if isinstance(meta, dict) and meta.get("name"):
-            out["name"] = meta["name"]
+            out["name"] = shown(str(meta["name"]))
     return out
