@@ -19,10 +19,11 @@ import gc
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
-from muster.store.capabilities import UNKNOWN
+from muster.store.capabilities import UNKNOWN, Committed
+from muster.store.codec import loads
 from muster.util import paused_gc
 
 __all__ = ["WATCHED_KINDS", "Cache", "Key"]
@@ -271,6 +272,26 @@ class Cache:
                 self._wake.wait_for(lambda: self._seen >= revision or self._stopped, _REPLICA_WAIT)
             return self._stored if self._seen >= revision and not self._stopped else None
 
+    def committed(self, since: int, revision: int, changes: Sequence[Committed]) -> None:
+        """Take a batch's committed changes (see :class:`muster.store.capabilities.Replica`):
+        those of the kinds held that the cache does not hold yet (the manager observes its own
+        writes as it makes them, so mostly none) are applied, and a cache that had applied every
+        change up to ``since`` counts the batch's as applied, so the next batch need not wait
+        for the follower to pass over them."""
+        with self._lock:
+            for type_, kind, ns, name, rv, data in changes:
+                table = self._objects.get(kind)
+                key = (kind, ns, name)
+                if table is None or self._as_new(key, table.get(key), rv):
+                    continue
+                if type_ == "DELETED":
+                    self._remove(loads(data))
+                else:
+                    self._put(loads(data))
+            if self._seen >= since:
+                self._seen = max(self._seen, revision)
+                self._wake.notify_all()
+
     def take_changes(self, marked: set[Key] | None = None) -> dict[Key, Obj | None]:
         """What changed since the last call (cleared): each key with its current object, or
         with the last state of one deleted meanwhile (None when nothing is known of it).
@@ -335,7 +356,8 @@ class Cache:
                 for event in watch:
                     revision = event.revision
                     with self._lock:
-                        self._seen = revision
+                        # A batch's commit may have moved it further already (committed()).
+                        self._seen = max(self._seen, revision)
                         self._wake.notify_all()
                         if event.object.get("kind") not in self._objects:
                             continue

@@ -15,8 +15,20 @@ from muster.store.base import ApplyResult, LabelSelector, Obj, Writer
 if TYPE_CHECKING:
     from muster.store.audit import AuditQuery
 
-__all__ = ["UNKNOWN", "AuditLog", "Batch", "Batching", "JsonListing", "JsonPage", "PagedListing", "Replica"]
+__all__ = [
+    "UNKNOWN",
+    "AuditLog",
+    "Batch",
+    "Batching",
+    "Committed",
+    "JsonListing",
+    "JsonPage",
+    "PagedListing",
+    "Replica",
+]
 
+# A committed change as a replica takes it: (type, kind, namespace or "", name, revision, JSON).
+Committed = tuple[str, str, str, str, int, str]
 # What a replica's lookup answers for an object it does not follow (the batch reads the store).
 UNKNOWN: Any = object()
 
@@ -133,4 +145,10 @@ class Replica(Protocol):
         """A lookup ``(kind, name, namespace) -> the object, None when absent, or UNKNOWN for
         a kind not followed``, valid while no change newer than ``revision`` is committed;
         None when the replica has not applied every change up to ``revision`` (soon enough)."""
+        ...
+
+    def committed(self, since: int, revision: int, changes: Sequence[Committed]) -> None:
+        """A batch whose transaction began at ``since`` committed ``changes``: every change up
+        to ``revision`` after ``since`` (it held the write lock). A replica that had applied
+        every change up to ``since`` is then at ``revision`` without following the log."""
         ...

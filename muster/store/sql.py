@@ -365,6 +365,8 @@ class SqlBatch:
         opened.end(commit=True)
         if not tx.changed:
             return 0
+        if self._replica is not None:
+            self._replica.committed(tx.began, tx.revision, tx.committed())
         self._store.notifier.notify(tx.revision)
         return tx.revision
 

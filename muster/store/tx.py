@@ -25,7 +25,7 @@ from sqlalchemy import Connection, delete, text, update
 
 from muster.store import codec, schema
 from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
-from muster.store.capabilities import UNKNOWN
+from muster.store.capabilities import UNKNOWN, Committed
 from muster.store.codec import dumps, loads
 from muster.store.objects import (
     check_version,
@@ -101,6 +101,7 @@ class Tx:
         self.notify_channel = notify_channel
         self.max_object_bytes = max_object_bytes
         self.revision, self.compacted = schema.current_revision(conn, lock=True)
+        self.began = self.revision
         self.writes = 0
         self._base: dict[Key, Obj | None] = {}  # touched keys as the database holds them
         self._now: dict[Key, _Version] = {}  # touched keys as this transaction leaves them
@@ -112,6 +113,10 @@ class Tx:
     @property
     def changed(self) -> bool:
         return self.writes > 0
+
+    def committed(self) -> list[Committed]:
+        """The transaction's changes, as a replica takes them once they are committed."""
+        return [(c.type, c.key[0], c.key[2] or "", c.key[1], c.revision, c.data) for c in self._changes]
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -151,3 +151,21 @@ def test_as_a_replica_the_cache_answers_as_the_store_at_a_revision_it_has_applie
     finally:
         cache.stop()
     assert cache.at(head) is None  # stopped: it follows nothing any more
+
+
+def test_a_batch_commit_moves_the_cache_on_without_the_follower(sqlite_store: Store):
+    cache = Cache(sqlite_store, kinds=("TrainingJob",))  # not started: nothing follows the log
+    batch = sqlite_store.batch(replica=cache)  # type: ignore[attr-defined]
+    a = batch.create(training_job("a"))  # never observed: the commit hands it over
+    first = batch.commit()
+    assert cache.get("TrainingJob", "a", "default") == a
+    assert cache.at(first) is not None  # every change up to the commit is in the cache
+    sqlite_store.create(training_job("b"))  # another writer's change, which nothing follows
+    c = batch.create(training_job("c"))
+    second = batch.commit()
+    assert cache.get("TrainingJob", "c", "default") == c
+    assert cache.at(second) is None  # it missed b: it does not claim the store's state
+    assert cache.get("TrainingJob", "b", "default") is None
+    gone = batch.delete("TrainingJob", "a", "default")
+    batch.commit()
+    assert cache.get("TrainingJob", "a", "default") is None and gone["metadata"]["name"] == "a"

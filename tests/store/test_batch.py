@@ -174,12 +174,16 @@ class _Replica:
         self.objects = objects
         self.holds = holds
         self.asked: list[int] = []
+        self.commits: list[tuple[int, int, list[tuple]]] = []
 
     def at(self, revision: int):
         self.asked.append(revision)
         if not self.holds:
             return None
         return lambda kind, name, ns: self.objects.get((kind, name, ns), UNKNOWN)
+
+    def committed(self, since: int, revision: int, changes: list[tuple]) -> None:
+        self.commits.append((since, revision, [(c[0], c[1], c[3], c[4]) for c in changes]))
 
 
 def _counting_loads(batch: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
@@ -207,8 +211,17 @@ def test_a_batch_reads_what_it_writes_from_a_replica_at_its_revision(
     made = batch.create(job("b"))  # the replica says absent: no read
     with pytest.raises(NotFound):
         batch.get("Event", "e", "default")  # a kind the replica does not follow: read
-    batch.commit()
+    revision = batch.commit()
     assert loads == [("Event", "e", "default")]
+    # The replica is handed the batch's changes: every one from its first revision on.
+    since = replica.asked[0]
+    assert replica.commits == [
+        (
+            since,
+            revision,
+            [("MODIFIED", "TrainingJob", "a", since + 1), ("ADDED", "TrainingJob", "b", since + 2)],
+        )
+    ]
     assert store.get("TrainingJob", "a", "default") == changed
     assert store.get("TrainingJob", "b", "default") == made
     assert "status" not in a  # the replica's object was not edited
