@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
-from muster.store.capabilities import UNKNOWN, Committed
+from muster.store.capabilities import UNKNOWN, Committed, Lookup
 from muster.store.codec import loads
 from muster.util import paused_gc
 
@@ -262,14 +262,14 @@ class Cache:
         with self._lock:
             return self._wake.wait_for(lambda: self._seen >= revision or self._stopped, timeout)
 
-    def at(self, revision: int) -> Callable[[str, str, str | None], Obj | None] | None:
+    def at(self, revision: int) -> Lookup | None:
         """The store's batches read the objects a write changes from here rather than the
         database (see :class:`muster.store.capabilities.Replica`) once every change up to
         ``revision`` is applied: the follower is woken by the commit before, and most often has
         only passed over that commit's own writes, so a short wait saves a query per object."""
+        if self._thread is not None:  # a cache nobody follows the log for never catches up
+            self.caught_up(revision, _REPLICA_WAIT)
         with self._lock:
-            if self._thread is not None:  # a cache nobody follows the log for never catches up
-                self._wake.wait_for(lambda: self._seen >= revision or self._stopped, _REPLICA_WAIT)
             return self._stored if self._seen >= revision and not self._stopped else None
 
     def committed(self, since: int, revision: int, changes: Sequence[Committed]) -> None:

@@ -256,15 +256,14 @@ class Context:
         events, self._events = self._events, []
         if not events:
             return
-        writer = self.writer()
-        prefetch = getattr(writer, "prefetch", None)
-        if prefetch is not None:
-            prefetch(
-                [
-                    ("Event", event_name(obj, spec.type, spec.reason, spec.message), event_namespace(obj))
-                    for obj, spec in events
-                ]
-            )
+        self.writer()  # events wait only in a batch: this opens it
+        assert self._batch is not None
+        self._batch.prefetch(
+            [
+                ("Event", event_name(obj, spec.type, spec.reason, spec.message), event_namespace(obj))
+                for obj, spec in events
+            ]
+        )
         for obj, spec in events:
             self._store_event(obj, spec)
 

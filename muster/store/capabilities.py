@@ -23,6 +23,7 @@ __all__ = [
     "Committed",
     "JsonListing",
     "JsonPage",
+    "Lookup",
     "PagedListing",
     "Replica",
 ]
@@ -31,6 +32,8 @@ __all__ = [
 Committed = tuple[str, str, str, str, int, str]
 # What a replica's lookup answers for an object it does not follow (the batch reads the store).
 UNKNOWN: Any = object()
+# A replica's lookup: (kind, name, namespace) -> the object, None when absent, or UNKNOWN.
+Lookup = Callable[[str, str, str | None], Obj | None]
 
 
 @runtime_checkable
@@ -113,6 +116,11 @@ class Batch(Writer, Protocol):
 
     def apply(self, objs: Sequence[Obj]) -> list[ApplyResult]: ...
 
+    def prefetch(self, keys: Sequence[tuple[str, str, str | None]]) -> None:
+        """Read ``(kind, name, namespace)`` of objects about to be written, in one query or a
+        few rather than one each."""
+        ...
+
     def commit(self) -> int:
         """Store every write; the store's revision after it (0 when nothing was written)."""
         ...
@@ -141,7 +149,7 @@ class Replica(Protocol):
     so a replica that has applied every change up to the transaction's first revision holds
     exactly what the database holds, for the kinds it follows, for the whole transaction."""
 
-    def at(self, revision: int) -> Callable[[str, str, str | None], Obj | None] | None:
+    def at(self, revision: int) -> Lookup | None:
         """A lookup ``(kind, name, namespace) -> the object, None when absent, or UNKNOWN for
         a kind not followed``, valid while no change newer than ``revision`` is committed;
         None when the replica has not applied every change up to ``revision`` (soon enough)."""

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, delete, text, update
 
 from muster.store import codec, schema
 from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
-from muster.store.capabilities import UNKNOWN, Committed
+from muster.store.capabilities import UNKNOWN, Committed, Lookup
 from muster.store.codec import dumps, loads
 from muster.store.objects import (
     check_version,
@@ -108,7 +108,7 @@ class Tx:
         self._changes: list[_Change] = []
         self._last_change: dict[Key, int] = {}  # key -> index in _changes of its latest change
         # Where untouched keys are read first (a replica at this transaction's revision).
-        self.replica: Callable[[str, str, str | None], Obj | None] | None = None
+        self.replica: Lookup | None = None
 
     @property
     def changed(self) -> bool:
@@ -243,8 +243,7 @@ class Tx:
     def _record(self, type_: ChangeType, key: Key, obj: Obj) -> Obj:
         """Keep the write's result; returns it as a copy of its own (``obj`` shares parts with
         the caller's input and the stored object: see :mod:`muster.store.objects`)."""
-        if key not in self._now and key not in self._base:
-            self._current(key)
+        self._current(key)  # the stored version, in the base: flush updates or inserts by it
         data = dumps(obj)
         if type_ != "DELETED":
             try:
@@ -276,8 +275,8 @@ class Tx:
             }
         )
         if len(wanted) <= _KEYS_READ_ONE_BY_ONE:
-            # An apply of one or two documents (most of them): the store's plain per-key read
-            # costs less than building and running the IN query (0.8 ms of an apply's CPU).
+            # An apply of one or two documents (most of them): the per-key read, which the
+            # replica answers when the batch has one.
             for kind, ns, name in wanted:
                 self._current((kind, name, ns or None))
             return
