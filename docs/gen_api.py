@@ -22,7 +22,7 @@ from pydantic_core import PydanticUndefined
 from muster.api import compat
 from muster.api.base import API_VERSION, Condition, ObjectMeta
 from muster.api.compat import core, deviceplugin, jobs, karpenter, katib, kubeflow, kueue, rbac, serving
-from muster.api.limits import MAX_DEPTH, MAX_INT
+from muster.api.limits import MAX_DEPTH, MAX_INT, MIN_INT
 from muster.api.quantity import MAX_UNITS, format_units
 from muster.api.registry import kinds
 from muster.config import Settings
@@ -69,7 +69,7 @@ the HTTP contract: [rest-api.md](rest-api.md)):
 | a request body | {size_text(Settings.model_fields["max_request_bytes"].default)}, `MUSTER_MAX_REQUEST_BYTES` (as kube-apiserver); counted as it arrives, chunked or not, before it is parsed | 413 `RequestEntityTooLarge` |
 | a stored object | {size_text(Settings.model_fields["max_object_bytes"].default)} of JSON, `MUSTER_MAX_OBJECT_BYTES` (as etcd); any write: create, replace, status, apply (then nothing of the apply is stored) | 413 `RequestEntityTooLarge` |
 | nesting | {MAX_DEPTH} levels of maps and lists | 422 `Invalid` |
-| numbers | finite (no `NaN`, `Infinity`); integers within 64 bits (±{MAX_INT}) | 422 `Invalid` |
+| numbers | finite (no `NaN`, `Infinity`); integers within 64 bits ({MIN_INT} to {MAX_INT}) | 422 `Invalid` |
 | strings and keys | Unicode text: no lone UTF-16 surrogate escape (`"\\ud800"` without its pair), which no UTF-8 text can hold | 422 `Invalid`, naming the field |
 | quantities | Kubernetes' form (`500m`, `16Gi`, `1e3`, no spaces), at most 64 digits and an exponent within ±64; at most {MAX_UNITS} of the scheduler's integer units: `{format_units("cpu", MAX_UNITS)}` of `cpu` or `nvidia.com/gpu` (thousandths), `{format_units("memory", MAX_UNITS)}` of memory (bytes) or of any other resource's units | 422 `Invalid`, naming the field |
 | names in a URL | a namespace is a DNS-1123 label, an object name a DNS-1123 subdomain, a container a DNS-1123 label | 400 `BadRequest` |

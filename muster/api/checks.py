@@ -11,7 +11,8 @@ each field declared with :func:`muster.api.common.unhonoured` that the document 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,13 +27,15 @@ def check(model: BaseModel, path: str = "") -> tuple[list[FieldError], list[Fiel
     errors: list[FieldError] = []
     warnings: list[FieldError] = []
     for node, where in walk(model, path):
-        rules = getattr(node, "field_rules", None)
-        if rules is not None:
-            errors.extend(rules(where))
-        notes = getattr(node, "field_warnings", None)
-        if notes is not None:
-            warnings.extend(notes(where))
-        warnings.extend(_unhonoured_warnings(node, where))
+        # Looked up on the class once: a model without the method would otherwise go through
+        # pydantic's attribute fallback, which raises and catches, at every node.
+        known = _fields(type(node))
+        if known.rules is not None:
+            errors.extend(known.rules(node, where))
+        if known.notes is not None:
+            warnings.extend(known.notes(node, where))
+        if known.unhonoured:
+            warnings.extend(_unhonoured_warnings(node, where, known.unhonoured))
     return errors, warnings
 
 
@@ -51,32 +54,75 @@ def duplicate_errors(
 
 def walk(model: BaseModel, path: str = "") -> Iterator[tuple[BaseModel, str]]:
     """Every model in the tree with its path from the root, parents before children."""
-    yield model, path
-    for name, field in type(model).model_fields.items():
-        yield from _walk_value(getattr(model, name), child_path(path, field.alias or name))
+    # A stack of its own rather than nested generators: each level of ``yield from`` would pass
+    # every model below it up through every generator above it.
+    out: list[tuple[BaseModel, str]] = []
+    stack: list[tuple[Any, str]] = [(model, path)]
+    while stack:
+        value, where = stack.pop()
+        # A scalar holds no model: its path is not worth building (most values are scalars).
+        if isinstance(value, BaseModel):
+            out.append((value, where))
+            children = [
+                (item, child_path(where, shown))
+                for name, shown in _fields(type(value)).names
+                if (item := getattr(value, name)) and isinstance(item, _CONTAINERS)
+            ]
+        elif isinstance(value, list):
+            children = [
+                (item, child_path(where, i))
+                for i, item in enumerate(value)
+                if item and isinstance(item, _CONTAINERS)
+            ]
+        else:
+            children = [
+                (item, child_path(where, str(key)))
+                for key, item in value.items()
+                if item and isinstance(item, _CONTAINERS)
+            ]
+        stack.extend(reversed(children))  # popped in document order
+    return iter(out)
 
 
-def _walk_value(value: Any, path: str) -> Iterator[tuple[BaseModel, str]]:
-    if isinstance(value, BaseModel):
-        yield from walk(value, path)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _walk_value(item, child_path(path, i))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk_value(item, child_path(path, str(key)))
+_CONTAINERS = (BaseModel, list, dict)
 
 
-def _unhonoured_warnings(node: BaseModel, path: str) -> list[FieldError]:
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """What the walk needs of a model class: each field's attribute and shown name, its rule
+    and warning methods, and the fields declared unhonoured with their note."""
+
+    names: tuple[tuple[str, str], ...]
+    rules: Callable[[Any, str], list[FieldError]] | None
+    notes: Callable[[Any, str], list[FieldError]] | None
+    unhonoured: dict[str, tuple[str, str]]
+
+
+_FIELDS: dict[type[BaseModel], _Fields] = {}
+
+
+def _fields(cls: type[BaseModel]) -> _Fields:
+    found = _FIELDS.get(cls)
+    if found is None:
+        names = tuple((name, field.alias or name) for name, field in cls.model_fields.items())
+        unhonoured = {}
+        for name, field in cls.model_fields.items():
+            extra = field.json_schema_extra
+            if isinstance(extra, dict) and "unhonoured" in extra:
+                unhonoured[name] = (field.alias or name, str(extra["unhonoured"]))
+        rules, notes = getattr(cls, "field_rules", None), getattr(cls, "field_warnings", None)
+        found = _FIELDS[cls] = _Fields(names, rules, notes, unhonoured)
+    return found
+
+
+def _unhonoured_warnings(
+    node: BaseModel, path: str, unhonoured: dict[str, tuple[str, str]]
+) -> list[FieldError]:
     out: list[FieldError] = []
-    fields = type(node).model_fields
     for name in node.model_fields_set:
-        field = fields.get(name)
-        extra = field.json_schema_extra if field is not None else None
-        if not isinstance(extra, dict) or "unhonoured" not in extra:
+        known = unhonoured.get(name)
+        if known is None or getattr(node, name) in (None, False, [], {}):
             continue
-        if getattr(node, name) in (None, False, [], {}):
-            continue
-        where = child_path(path, field.alias or name)  # type: ignore[union-attr]
-        out.append(FieldError(where, f"accepted but not honoured on every runtime: {extra['unhonoured']}"))
+        shown, note = known
+        out.append(FieldError(child_path(path, shown), f"accepted but not honoured on every runtime: {note}"))
     return sorted(out, key=lambda w: w.path)

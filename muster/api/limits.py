@@ -19,41 +19,59 @@ from typing import Any
 
 from muster.api.errors import FieldError, child_path
 
-__all__ = ["MAX_DEPTH", "MAX_INT", "document_errors", "shown"]
+__all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "document_errors", "shown"]
 
 MAX_DEPTH = 64
 MAX_INT = 2**63 - 1
+MIN_INT = -(2**63)
 
 
 def document_errors(doc: Any, limit: int = 20) -> list[FieldError]:
     """Where ``doc`` is not plain JSON of bounded depth (at most ``limit`` errors); walked with
     a stack of its own, so a deep document cannot exhaust Python's."""
     errors: list[FieldError] = []
-    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    # Each value carries where it is as a chain (parent's chain, its key or index): the path
+    # is spelled out only for an error, not for every value of every valid document.
+    stack: list[tuple[Any, _At, int]] = [(doc, None, 0)]
     while stack and len(errors) < limit:
-        value, path, depth = stack.pop()
+        value, at, depth = stack.pop()
         if isinstance(value, dict | list):
             if depth >= MAX_DEPTH:
-                errors.append(FieldError(path, f"is nested more than {MAX_DEPTH} levels deep"))
+                errors.append(FieldError(_path(at), f"is nested more than {MAX_DEPTH} levels deep"))
                 continue
             if isinstance(value, dict):
                 children = []
                 for key, item in value.items():
-                    name = str(key)
+                    name = key if isinstance(key, str) else str(key)
                     if not _is_text(name):
                         name = shown(name)
-                        errors.append(FieldError(child_path(path, name), _NOT_TEXT))
-                    children.append((item, child_path(path, name), depth + 1))
+                        errors.append(FieldError(_path((at, name)), _NOT_TEXT))
+                    children.append((item, (at, name), depth + 1))
             else:
-                children = [(item, child_path(path, i), depth + 1) for i, item in enumerate(value)]
+                children = [(item, (at, i), depth + 1) for i, item in enumerate(value)]
             stack.extend(reversed(children))  # popped in document order
-        elif isinstance(value, float) and not math.isfinite(value):
-            errors.append(FieldError(path, "must be a finite number (JSON has no NaN or Infinity)"))
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-            errors.append(FieldError(path, f"must be at most {MAX_INT} in size (a 64-bit integer)", value))
-        elif isinstance(value, str) and not _is_text(value):
-            errors.append(FieldError(path, _NOT_TEXT))
+        elif isinstance(value, str):
+            if not _is_text(value):
+                errors.append(FieldError(_path(at), _NOT_TEXT))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                errors.append(FieldError(_path(at), "must be a finite number (JSON has no NaN or Infinity)"))
+        elif isinstance(value, int) and not MIN_INT <= value <= MAX_INT:  # bool is within
+            errors.append(
+                FieldError(_path(at), f"must fit in a 64-bit integer ({MIN_INT} to {MAX_INT})", value)
+            )
     return errors[:limit]
+
+
+_At = tuple[Any, str | int] | None  # (the parent's _At, this value's key or index); None: the root
+
+
+def _path(at: _At) -> str:
+    parts: list[str | int] = []
+    while at is not None:
+        at, part = at
+        parts.append(part)
+    return child_path("", *reversed(parts))
 
 
 _NOT_TEXT = (
