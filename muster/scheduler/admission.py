@@ -91,7 +91,8 @@ class _Admitter:
         self._sig_ids: dict[tuple, int] = {}
         # by the id of a pod set list: workloads of one shape may share theirs (the snapshot
         # holds every list for the whole cycle, so an id is not reused meanwhile)
-        self._shapes: dict[int, tuple] = {}
+        self._shapes: dict[int, tuple[tuple, int]] = {}  # id of a pod set list -> shape, number
+        self._shape_ids: dict[tuple, int] = {}
         self._roots: dict[int, int] = {}  # id of a quota node -> id of its tree's root
         self._fail_cache: dict[int, tuple[tuple, Pending]] = {}
         self._epoch = 0  # bumps whenever capacity or candidates may have been freed
@@ -172,10 +173,11 @@ class _Admitter:
 
     def _head_key(self, w: PendingWorkload) -> tuple:
         node = self.c.tree.queues[w.queue]
-        if self._cached_failure(w, node) is not None:
+        sig = self._sig(w, node)
+        if self._cached_failure(sig, node) is not None:
             # it will stay pending whatever comes first; let the others go ahead
             return (float("inf"), *queue_key(w))
-        plan = self._plan(w, node)
+        plan = self._plan(sig, w, node)
         a = None
         if plan.admissible:
             counts = [ps.count for ps in w.pod_sets]
@@ -193,7 +195,8 @@ class _Admitter:
         c = self.c
         self.d.workloads_considered += 1
         node = c.tree.queues[w.queue]
-        plan = self._plan(w, node)
+        sig = self._sig(w, node)  # once: the caches below all look it up
+        plan = self._plan(sig, w, node)
         if plan.errors:
             self._pending(
                 w, R.INADMISSIBLE, "; ".join(plan.errors) + "; add quota for it or drop the request"
@@ -205,10 +208,10 @@ class _Admitter:
                 w, R.NO_MATCHING_FLAVOR, msg + "; change the node selector or tolerations, or add a flavor"
             )
             return False
-        cached = self._cached_failure(w, node)
+        cached = self._cached_failure(sig, node)
         if cached is not None:
             self.d.pending.append(Pending(w, cached.reason, cached.message, cached.details))
-            reserving = self._reserving.get(self._sig(w, node))
+            reserving = self._reserving.get(sig)
             if reserving is not None:
                 self._reserve(node, reserving)
             return False
@@ -224,7 +227,6 @@ class _Admitter:
             return False
         pending = self._fail_reason(w, node, plan, out)
         self.d.pending.append(pending)
-        sig = self._sig(w, node)
         self._fail_cache[sig] = (self._epochs(node), pending)
         reserving = self._unreclaimable(node, out)
         if reserving is None:
@@ -503,17 +505,17 @@ class _Admitter:
 
     # -- caches ---------------------------------------------------------------------------
 
-    def _plan(self, w: PendingWorkload, node: QuotaNode) -> FlavorPlan:
-        """Flavor plans are shared by workloads of the same shape in the same queue."""
-        sig = self._sig(w, node)
+    def _plan(self, sig: int, w: PendingWorkload, node: QuotaNode) -> FlavorPlan:
+        """Flavor plans are shared by workloads of the same signature (``sig``: see _sig)."""
         plan = self._plans.get(sig)
         if plan is None:
             plan = self._plans[sig] = FlavorPlan(node.cq, w.pod_sets, self.c.flavors)  # type: ignore[arg-type]
         return plan
 
-    def _cached_failure(self, w: PendingWorkload, node: QuotaNode) -> Pending | None:
-        """The outcome of an identical workload that failed since capacity last grew."""
-        hit = self._fail_cache.get(self._sig(w, node))
+    def _cached_failure(self, sig: int, node: QuotaNode) -> Pending | None:
+        """The outcome of an identical workload (of signature ``sig``) that failed since
+        capacity last grew."""
+        hit = self._fail_cache.get(sig)
         if hit is not None and hit[0] == self._epochs(node):
             return hit[1]
         return None
@@ -529,15 +531,24 @@ class _Admitter:
         ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
         # A namespace with quotas decides too: its workloads share outcomes only among themselves.
         ns = w.namespace if self.c.namespaces.limited(w.namespace) else ""
-        full = (node.name, w.priority, w.can_preempt, ts, self._shape_of(w), ns)
+        full = (node.name, w.priority, w.can_preempt, ts, self._shape_entry(w)[1], ns)
         sig = self._sigs[id(w)] = self._sig_ids.setdefault(full, len(self._sig_ids))
         return sig
 
     def _shape_of(self, w: PendingWorkload) -> tuple:
-        shape = self._shapes.get(id(w.pod_sets))
-        if shape is None:
-            shape = self._shapes[id(w.pod_sets)] = _shape(w)
-        return shape
+        return self._shape_entry(w)[0]
+
+    def _shape_entry(self, w: PendingWorkload) -> tuple[tuple, int]:
+        """``w``'s shape and its number: a signature holds the number, as one holding the
+        nested tuple would hash it anew each time (Python does not keep a tuple's hash)."""
+        known = self._shapes.get(id(w.pod_sets))
+        if known is None:
+            shape = _shape(w)
+            known = self._shapes[id(w.pod_sets)] = (
+                shape,
+                self._shape_ids.setdefault(shape, len(self._shape_ids)),
+            )
+        return known
 
     def _epochs(self, node: QuotaNode) -> tuple:
         root = self._root(node)

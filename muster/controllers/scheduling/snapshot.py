@@ -96,9 +96,13 @@ class _Read:
     """What a snapshot reads of one Workload at one resourceVersion."""
 
     version: str
+    uid: str
+    key: tuple[str, str]  # workload_key
     state: WorkloadState
     active: bool
     requeue_at: float | None
+    asks: tuple[str | None, str | None]  # (namespace, spec.queueName): what resolves its queue
+    priority_class: str | None
     # its pending view, with the queue and the preemption class it was made for
     pending: PendingWorkload | None = None
     pending_for: tuple[str, bool] | None = None
@@ -155,7 +159,17 @@ def _read(wl: Obj, version: str) -> _Read:
     requeue_at = None
     if state is WorkloadState.PENDING:
         requeue_at = epoch(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt"))
-    return _Read(version, state, bool(wl["spec"].get("active", True)), requeue_at)
+    meta, spec = wl["metadata"], wl["spec"]
+    return _Read(
+        version,
+        meta.get("uid") or "",
+        workload_key(meta.get("namespace"), meta["name"]),
+        state,
+        bool(spec.get("active", True)),
+        requeue_at,
+        (meta.get("namespace"), spec.get("queueName")),
+        spec.get("priorityClassName"),
+    )
 
 
 def build_snapshot(
@@ -192,12 +206,13 @@ def build_snapshot(
     running: dict[tuple[str, str], int] | None = None
     uids: set[str] = set()
     queue_of: dict[tuple[str | None, str | None], tuple[str | None, tuple[str, str] | None]] = {}
+    # Everything this loop asks of a Workload is read once per resourceVersion (memo.read):
+    # a long queue is walked every cycle.
     for wl in workloads:
-        meta = wl["metadata"]
-        uids.add(meta.get("uid") or "")
         read = memo.read(wl)
+        uids.add(read.uid)
         state = read.state
-        key = workload_key(meta.get("namespace"), meta["name"])
+        key = read.key
         if state in (WorkloadState.ADMITTED, WorkloadState.EVICTING):
             holding.append(wl)
             admitted = _admitted(wl, state is WorkloadState.EVICTING)
@@ -214,16 +229,15 @@ def build_snapshot(
         if requeue_at is not None and requeue_at > now:
             built.next_requeue = min(built.next_requeue or requeue_at, requeue_at)
             continue
-        asks = (meta.get("namespace"), wl["spec"].get("queueName"))
-        resolved = queue_of.get(asks)
+        resolved = queue_of.get(read.asks)
         if resolved is None:  # the same answer for every Workload naming that queue there
-            resolved = queue_of[asks] = resolve_queue(wl, local, queue_objs, inactive, labels)
+            resolved = queue_of[read.asks] = resolve_queue(wl, local, queue_objs, inactive, labels)
         queue, problem = resolved
         if problem is not None:
             built.unqueueable.append(Unqueueable(wl, *problem))
             continue
         built.workloads[key] = wl
-        made_for = (queue or "", wl["spec"].get("priorityClassName") not in never_preempt)
+        made_for = (queue or "", read.priority_class not in never_preempt)
         if read.pending is None or read.pending_for != made_for:
             read.pending, read.pending_for = _pending(wl, *made_for, memo), made_for
         snap.pending.append(read.pending)
