@@ -21,6 +21,7 @@ held by other threads). The zygote has one thread and nothing but the standard l
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -158,6 +159,10 @@ def zygote_main(fd: int) -> None:
     # A shim reads its own start time first thing: the boot time that takes (and the codec that
     # reading /proc as text loads) are read here once, or each shim would pay ~2-5 ms for them.
     procfs.create_time(os.getpid())
+    # What the zygote holds now is every shim's too, shared until written: frozen, a shim's
+    # collections never walk it, so they do not copy its pages (Python's recipe for fork
+    # without exec). A running shim's private memory: 2.55-2.60 -> 2.30-2.37 MB.
+    gc.freeze()
     sock = socket.socket(fileno=fd)
     sock.settimeout(1.0)  # wake up now and then to reap ended shims
     while True:
