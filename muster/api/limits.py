@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from muster.api.errors import FieldError, child_path
+from muster.api.errors import FieldError, format_path
 
 __all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "document_errors", "shown"]
 
@@ -71,7 +71,7 @@ def _path(at: _At) -> str:
     while at is not None:
         at, part = at
         parts.append(part)
-    return child_path("", *reversed(parts))
+    return format_path(parts[::-1])
 
 
 _NOT_TEXT = (

@@ -303,7 +303,7 @@ class _Admitter:
                 if level not in levels:
                     levels = (level,)
                 topology = (levels, level, ps.topology_required is not None)
-            shape = self._shape_of(w)[i]
+            shape = self._shape_of(w)[0][i]
             out.append(GangItem(c.placer.spec(ps, flavors, shape), a.counts[i], topology))
         return out
 
@@ -531,14 +531,11 @@ class _Admitter:
         ts = w.queue_time if within == "LowerOrNewerEqualPriority" else None
         # A namespace with quotas decides too: its workloads share outcomes only among themselves.
         ns = w.namespace if self.c.namespaces.limited(w.namespace) else ""
-        full = (node.name, w.priority, w.can_preempt, ts, self._shape_entry(w)[1], ns)
+        full = (node.name, w.priority, w.can_preempt, ts, self._shape_of(w)[1], ns)
         sig = self._sigs[id(w)] = self._sig_ids.setdefault(full, len(self._sig_ids))
         return sig
 
-    def _shape_of(self, w: PendingWorkload) -> tuple:
-        return self._shape_entry(w)[0]
-
-    def _shape_entry(self, w: PendingWorkload) -> tuple[tuple, int]:
+    def _shape_of(self, w: PendingWorkload) -> tuple[tuple, int]:
         """``w``'s shape and its number: a signature holds the number, as one holding the
         nested tuple would hash it anew each time (Python does not keep a tuple's hash)."""
         known = self._shapes.get(id(w.pod_sets))
