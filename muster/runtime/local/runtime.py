@@ -159,6 +159,7 @@ class LocalRuntime(
         self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
         self._starter = ShimStarter(self._spawner)
         self._selector.register(self._starter.wake_fd, selectors.EVENT_READ, _SPAWNED)
+        self._answers: tuple[int, int] | None = None  # the zygote's socket in the selector
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -294,7 +295,7 @@ class LocalRuntime(
         self._pods[ref.uid] = record
         for c in record.containers:
             c.spawning = True
-            self._starter.spawn(ref.uid, c.files)  # on a worker thread: see spawn.py
+            self._starter.spawn(ref.uid, c.files)  # asked for; started meanwhile (spawn.py)
         return warnings
 
     def stop(self, pod: PodRef, grace_seconds: float | None, reason: StopReason) -> None:
@@ -506,6 +507,7 @@ class LocalRuntime(
 
     def _drain(self, timeout: float | None) -> None:
         """Wait up to ``timeout`` for a watched descriptor, then note every one that fired."""
+        self._watch_answers()
         if not self._selector.get_map():
             if timeout:
                 time.sleep(timeout)
@@ -529,6 +531,19 @@ class LocalRuntime(
                 if data:
                     continue  # "started": the pipe stays open until the shim exits
             self._unwatch(c)  # the shim (or orphaned process) is gone: nothing more will come
+
+    def _watch_answers(self) -> None:
+        """Keep the zygote's socket in the selector (a zygote that died is replaced by another,
+        on another socket)."""
+        now = self._starter.answers
+        if now == self._answers:
+            return
+        if self._answers is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(self._answers[1])
+        if now is not None:
+            self._selector.register(now[1], selectors.EVENT_READ, _SPAWNED)
+        self._answers = now
 
     def _wait_time(self, timeout: float) -> float:
         wait = timeout

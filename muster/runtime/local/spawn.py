@@ -1,16 +1,19 @@
-"""Starting shims and removing released pods' files off the runtime's thread.
+"""Starting shims and removing released pods' files without holding up the runtime's thread.
 
-Starting a shim is a round trip to the zygote (:mod:`muster.runtime.local.spawner`), or a fork
-and exec of a Python interpreter where no zygote serves, and removing a released pod's
-directories is a handful of unlinks: each costs milliseconds, and a burst of pods would spend
-them one after the other on the one thread that runs the control plane. The
-:class:`ShimStarter` runs them on worker threads instead, so :meth:`LocalRuntime.start` returns
-once the launch is recorded on disk (crash safety does not depend on the shim being started:
-a launch whose shim never started is found by readoption) and many shims start at once.
+Starting a shim is a fork in the zygote (:mod:`muster.runtime.local.spawner`), or a fork and
+exec of a Python interpreter where no zygote serves, and removing a released pod's directories
+is a handful of unlinks: each costs milliseconds, and a burst of pods would spend them one
+after the other on the one thread that runs the control plane. So :meth:`LocalRuntime.start`
+returns once the launch is recorded on disk (crash safety does not depend on the shim being
+started: a launch whose shim never started is found by readoption) and many shims start at
+once: the :class:`ShimStarter` sends the zygote its request and returns (the answer is read
+when the zygote's socket is readable), or, with no zygote, starts the interpreter on a worker
+thread; clean-ups run on a thread of their own.
 
-Results come back to the runtime's thread: a finished spawn writes a byte to a pipe the
-runtime's selector watches, and :meth:`ShimStarter.collect` hands over the shims started since
-the last call, so that only the runtime's thread ever touches its records.
+Results come back to the runtime's thread: :meth:`ShimStarter.collect` hands over the shims
+started since the last call (the zygote's answers, and the workers', which write a byte to a
+pipe the runtime's selector watches), so that only the runtime's thread ever touches its
+records.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from dataclasses import dataclass
 
 from muster.runtime.local.files import ContainerFiles
 from muster.runtime.local.shim import command as shim_command
-from muster.runtime.local.spawner import ShimProcess, Spawner
+from muster.runtime.local.spawner import LOST, ShimProcess, Spawner
 
 __all__ = ["ShimStarter", "Spawned"]
 
 _WORKERS = 4
+_CLOSE_WAIT = 10.0  # seconds a closing runtime waits for the zygote's answers
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,9 @@ class Spawned:
 
 
 class ShimStarter:
-    """Worker threads that start shims (through ``zygote`` when it serves) and run clean-ups;
-    see the module docstring."""
+    """Starts shims (through ``zygote`` when it serves, else on worker threads) and runs
+    clean-ups; see the module docstring. Its methods but :meth:`cleanup` are for the
+    runtime's thread."""
 
     def __init__(self, zygote: Spawner, workers: int = _WORKERS) -> None:
         self._zygote = zygote
@@ -64,8 +69,14 @@ class ShimStarter:
 
     @property
     def wake_fd(self) -> int:
-        """Readable once a spawn has finished (``collect`` drains it)."""
+        """Readable once a worker's spawn has finished (``collect`` drains it)."""
         return self._wake_r
+
+    @property
+    def answers(self) -> tuple[int, int] | None:
+        """The zygote's socket, readable once it answered (``collect`` takes the answers):
+        see :meth:`Spawner.socket`."""
+        return self._zygote.socket()
 
     @property
     def pending(self) -> int:
@@ -74,10 +85,12 @@ class ShimStarter:
             return self._pending
 
     def spawn(self, uid: str, files: ContainerFiles) -> None:
-        """Start the shim of one container (``files``) of pod ``uid`` on a worker thread."""
+        """Start the shim of one container (``files``) of pod ``uid``: asked of the zygote, or
+        on a worker thread."""
         with self._lock:
             self._pending += 1
-        self._pool.submit(self._spawn, uid, files)
+        if not self._ask(uid, files):
+            self._pool.submit(self._spawn, uid, files)
 
     def cleanup(self, action: Callable[[], None]) -> None:
         """Run ``action`` (file removal: never raises for files already gone) on the clean-up thread."""
@@ -99,6 +112,19 @@ class ShimStarter:
                 out.append(self._done.get_nowait())
             except queue.Empty:
                 break
+        for answer in self._zygote.answers():
+            uid, files, read_fd = answer.key  # type: ignore[misc]
+            if answer.process is not None:
+                out.append(Spawned(uid, files.container, answer.process, read_fd, answer.create_time))
+                continue
+            os.close(read_fd)
+            if answer.error == LOST and not self._closed:
+                # Maybe forked before it went: a second shim finds the container's lock held
+                # and exits, so starting one the old way never runs the container twice.
+                self._pool.submit(self._spawn, uid, files)
+                continue
+            error = f"cannot start its shim: {answer.error}"
+            out.append(Spawned(uid, files.container, None, None, None, error))
         with self._lock:
             self._pending -= len(out)
         return out
@@ -107,17 +133,36 @@ class ShimStarter:
         """Wait for every spawn and clean-up asked for; the spawns not collected yet."""
         if self._closed:
             return []
-        self._closed = True
+        self._zygote.settle(_CLOSE_WAIT)  # the shims it was asked for are adopted or detached
         self._pool.shutdown(wait=True)
+        self._closed = True
         self._cleaner.shutdown(wait=True)
         left = self.collect()
         os.close(self._wake_r)
         os.close(self._wake_w)
         return left
 
+    def _ask(self, uid: str, files: ContainerFiles) -> bool:
+        """Send the zygote the request for this shim; False when no zygote serves."""
+        try:
+            log_fd = os.open(files.shim_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError:
+            return False  # the worker's start fails the same way, and says why
+        read_fd, write_fd = os.pipe()
+        try:
+            asked = self._zygote.ask((uid, files, read_fd), files.pod_dir, files.container, write_fd, log_fd)
+        finally:
+            os.close(write_fd)  # the zygote has its own copies, passed with the request
+            os.close(log_fd)
+        if not asked:
+            os.close(read_fd)
+            return False
+        os.set_blocking(read_fd, False)
+        return True
+
     def _spawn(self, uid: str, files: ContainerFiles) -> None:
         try:
-            spawned = _start_shim(uid, files, self._zygote)
+            spawned = _start_shim(uid, files)
         except BaseException as exc:  # never lose a result: the runtime waits for it
             spawned = Spawned(uid, files.container, None, None, None, f"cannot start its shim: {exc}")
         self._done.put(spawned)
@@ -125,22 +170,20 @@ class ShimStarter:
             os.write(self._wake_w, b"x")
 
 
-def _start_shim(uid: str, files: ContainerFiles, zygote: Spawner) -> Spawned:
+def _start_shim(uid: str, files: ContainerFiles) -> Spawned:
+    """A shim of its own: an interpreter started for it (where no zygote serves)."""
     read_fd, write_fd = os.pipe()
-    popen: subprocess.Popen[bytes] | ShimProcess | None
     try:
         with open(files.shim_log, "ab") as shim_log:
-            popen = zygote.spawn(files.pod_dir, files.container, write_fd, shim_log.fileno())
-            if popen is None:  # no zygote here: a shim of its own
-                popen = subprocess.Popen(
-                    shim_command(files.pod_dir, files.container, "--notify-fd", str(write_fd)),
-                    stdin=subprocess.DEVNULL,
-                    stdout=shim_log,
-                    stderr=subprocess.STDOUT,
-                    cwd=files.pod_dir,
-                    start_new_session=True,  # the shim and its process outlive this server
-                    pass_fds=(write_fd,),
-                )
+            popen = subprocess.Popen(
+                shim_command(files.pod_dir, files.container, "--notify-fd", str(write_fd)),
+                stdin=subprocess.DEVNULL,
+                stdout=shim_log,
+                stderr=subprocess.STDOUT,
+                cwd=files.pod_dir,
+                start_new_session=True,  # the shim and its process outlive this server
+                pass_fds=(write_fd,),
+            )
     except OSError as exc:
         os.close(read_fd)
         return Spawned(uid, files.container, None, None, None, f"cannot start its shim: {exc}")

@@ -17,6 +17,7 @@ from muster.runtime.base import Container, DeviceBinding, PodPhase, PodReason, P
 from muster.runtime.local.files import claim, write_json
 from muster.runtime.local.runtime import LocalRuntime
 from muster.runtime.local.shim import command as shim_command
+from muster.runtime.local.spawner import Spawner
 from muster.runtime.local.tracking import process_alive
 from muster.testing import wait_for
 from tests.runtime.local.conftest import IGNORES_TERM, Watcher, gated, launch, py, shutdown, wait_log
@@ -27,8 +28,8 @@ def new_runtime(muster_home):
     """Makes runtimes on the test's home; stops and closes the last one at the end."""
     made: list[LocalRuntime] = []
 
-    def make() -> LocalRuntime:
-        rt = LocalRuntime(muster_home)
+    def make(**options) -> LocalRuntime:
+        rt = LocalRuntime(muster_home, **options)
         made.append(rt)
         return rt
 
@@ -81,21 +82,31 @@ class TestReadoptionInProcess:
         assert {s.ref.uid: s.phase for s in again.pods()} == {pod.ref.uid: PodPhase.SUCCEEDED}
         assert marks.read_text() == "run\n"
 
-    def test_a_shim_start_the_spawner_has_not_reached_is_waited_for(self, new_runtime, tmp_path, monkeypatch):
-        # A burst can keep the spawner's workers busy longer than the launch timeout: a start
-        # still queued is not "stopped before it started", its result always comes.
+    @pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "interpreter"])
+    def test_a_shim_start_the_spawner_has_not_reached_is_waited_for(
+        self, new_runtime, tmp_path, monkeypatch, zygote
+    ):
+        # A burst can keep the zygote (or the spawner's workers) busy longer than the launch
+        # timeout: a start not answered yet is not "stopped before it started", its result
+        # always comes.
         import muster.runtime.local.spawn as spawn
 
+        if zygote and not Spawner.supported():
+            pytest.skip("the zygote needs Linux (/proc, pidfd)")
         go = threading.Event()
-        real = spawn._start_shim
-
-        def held(*args):
-            go.wait(30)
-            return real(*args)
-
-        monkeypatch.setattr(spawn, "_start_shim", held)
         monkeypatch.setattr("muster.runtime.local.tracking.LAUNCH_TIMEOUT", 0.0)
-        a = new_runtime()
+        a = new_runtime(zygote=zygote)
+        if zygote:
+            real_answers = a._spawner.answers
+            monkeypatch.setattr(a._spawner, "answers", lambda: real_answers() if go.is_set() else [])
+        else:
+            real = spawn._start_shim
+
+            def held(*args):
+                go.wait(30)
+                return real(*args)
+
+            monkeypatch.setattr(spawn, "_start_shim", held)
         marks = tmp_path / "runs"
         pod = launch("queued", Container("main", ("sh", "-c", f"echo run >> {marks}")))
         a.start(pod, DeviceBinding())

@@ -4,6 +4,7 @@ end as with a shim per interpreter; a dead zygote is replaced; running shims out
 from __future__ import annotations
 
 import os
+import select
 import signal
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import psutil
 import pytest
 
 from muster.runtime.base import Container, DeviceBinding, PodPhase, PodReason
+from muster.runtime.local.files import read_json
 from muster.runtime.local.runtime import LocalRuntime
 from muster.runtime.local.spawner import Spawner
 from muster.testing import wait_for
@@ -84,3 +86,72 @@ def test_without_the_zygote_each_shim_is_its_own_interpreter(muster_home: Path):
         assert runtime._spawner._zygote is None
     finally:
         runtime.close()
+
+
+def test_a_burst_of_starts_is_answered_in_order_each_pod_with_its_own_shim(
+    runtime: LocalRuntime, watcher: Watcher, tmp_path: Path
+):
+    # Every start is asked of the zygote before any answer is read: the answers must still go
+    # to the pods they are for (each shim records its own pid, under its container's lock).
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pods = [launch(f"p{i}", Container("main", ("sh", "-c", f"echo {i} > {marks}/p{i}"))) for i in range(24)]
+    for pod in pods:
+        runtime.start(pod, DeviceBinding())
+    assert runtime._spawner.waiting > 0  # asked, not answered yet: start() did not wait
+    for pod in pods:
+        final = watcher.wait_final(pod.ref)
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+    for i, pod in enumerate(pods):
+        c = runtime._pods[pod.ref.uid].containers[0]
+        assert c.shim_pid == read_json(c.files.launch)["shim_pid"]
+        assert (marks / f"p{i}").read_text() == f"{i}\n"
+
+
+def test_starts_asked_of_a_zygote_that_dies_unanswered_run_once_all_the_same(
+    runtime: LocalRuntime, watcher: Watcher, tmp_path: Path
+):
+    run_pod(runtime, launch("warm", Container("main", py("pass"))))  # the zygote runs
+    zygote = _zygote(runtime)
+    os.kill(zygote.pid, signal.SIGSTOP)  # it takes no request: they wait in its socket
+    marks = tmp_path / "runs"
+    pods = [launch(f"late{i}", Container("main", ("sh", "-c", f"echo {i} >> {marks}"))) for i in range(3)]
+    for pod in pods:
+        runtime.start(pod, DeviceBinding())
+    assert runtime._spawner.waiting == 3
+    os.kill(zygote.pid, signal.SIGKILL)
+    for pod in pods:
+        final = watcher.wait_final(pod.ref)  # started the old way, a shim of its own
+        assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+    assert sorted(marks.read_text().split()) == ["0", "1", "2"]
+
+
+def test_an_answer_the_zygote_sent_before_dying_is_taken_not_started_again(
+    runtime: LocalRuntime, watcher: Watcher, tmp_path: Path
+):
+    run_pod(runtime, launch("warm", Container("main", py("pass"))))  # the zygote runs
+    zygote = _zygote(runtime)
+    gate, marks = tmp_path / "go", tmp_path / "runs"
+    pod = launch(
+        "answered",
+        Container("main", ("sh", "-c", f"echo run >> {marks}; while [ ! -e {gate} ]; do sleep 0.02; done")),
+    )
+    runtime.start(pod, DeviceBinding())  # asked; the runtime reads no answer until it polls
+    sock = runtime._spawner._sock
+    assert sock is not None
+    wait_for(lambda: bool(select.select([sock], [], [], 0)[0]), what="the zygote's answer")
+    os.kill(zygote.pid, signal.SIGKILL)
+    wait_for(
+        lambda: not zygote.is_running() or zygote.status() == psutil.STATUS_ZOMBIE, what="the zygote to die"
+    )
+    # The next start finds it dead and starts another: its answer is read before its socket goes.
+    after = launch("next", Container("main", py("pass")))
+    runtime.start(after, DeviceBinding())
+    assert watcher.wait_final(after.ref).phase == PodPhase.SUCCEEDED
+    watcher.wait_phase(pod.ref, PodPhase.RUNNING)
+    c = runtime._pods[pod.ref.uid].containers[0]
+    assert c.shim_pid == read_json(c.files.launch)["shim_pid"]  # the zygote's shim, not a second
+    gate.touch()
+    final = watcher.wait_final(pod.ref)
+    assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
+    assert marks.read_text() == "run\n"
