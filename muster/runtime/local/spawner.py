@@ -32,8 +32,8 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from muster.runtime.local import procfs
 from muster.runtime.local.shim import PACKAGE_ROOT
@@ -80,9 +80,10 @@ class ShimProcess:
         self._close()
 
 
-@dataclass(frozen=True)
-class Answer:
-    """The zygote's answer to one :meth:`Spawner.ask`: the shim it forked, or why none."""
+class Answer(NamedTuple):
+    """The zygote's answer to one :meth:`Spawner.ask`: the shim it forked, or why none. (Not a
+    dataclass: the zygote imports this module, and ``dataclasses`` brings ``inspect`` and
+    ``ast``, whose pages every forked shim would map, copy and unmap.)"""
 
     key: object  # what the asker passed along with the request
     process: ShimProcess | None

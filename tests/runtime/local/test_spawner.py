@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -14,6 +16,7 @@ import pytest
 from muster.runtime.base import Container, DeviceBinding, PodPhase, PodReason
 from muster.runtime.local.files import read_json
 from muster.runtime.local.runtime import LocalRuntime
+from muster.runtime.local.shim import PACKAGE_ROOT
 from muster.runtime.local.spawner import Spawner
 from muster.testing import wait_for
 from tests.runtime.local.conftest import Watcher, gated, launch, py, run_pod
@@ -155,3 +158,29 @@ def test_an_answer_the_zygote_sent_before_dying_is_taken_not_started_again(
     final = watcher.wait_final(pod.ref)
     assert (final.phase, final.reason) == (PodPhase.SUCCEEDED, PodReason.COMPLETED)
     assert marks.read_text() == "run\n"
+
+
+def test_the_zygote_imports_nothing_its_shims_do_not_need():
+    # Every page the zygote maps is mapped, copied as touched and unmapped by every shim it forks:
+    # a module it imports for nothing is paid for by every container.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import muster.runtime.local.spawner; "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-S", "-E", "-c", code, PACKAGE_ROOT], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    assert "muster.runtime.local.shim" in loaded
+    heavy = {
+        "dataclasses",
+        "inspect",
+        "ast",
+        "psutil",
+        "pydantic",
+        "sqlalchemy",
+        "muster.api",
+        "muster.store",
+    }
+    assert not heavy & loaded
