@@ -39,6 +39,10 @@ def test_elastic_job_grows_back_from_its_checkpoint_when_capacity_returns(muster
             ]
         )
         wait_condition(client, "TrainingJob", "train", "Running", timeout=30)
+        # Running means the processes started, not that the trainer's SIGTERM handler is in
+        # place: a resize that came before it would end rank 0 without its checkpoint (seen in
+        # CI under load). Rank 0 notes its start once the handler is set.
+        wait_for(lambda: log.exists() and '"start"' in log.read_text(), timeout=30, what="rank 0 to start")
         wl = client.get("Workload", "train", "default")
         assert [a["count"] for a in wl["status"]["admission"]["podSetAssignments"]] == [2]
         blocker_done.touch()  # capacity returns: the job grows to 4 workers
