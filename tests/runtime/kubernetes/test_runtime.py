@@ -208,9 +208,16 @@ def test_a_node_going_not_ready_fails_its_pods_with_node_lost(
     assert node in lost.message
     # Nothing will confirm the end on that node: the Pod is removed at once, freeing its name.
     wait_for(lambda: _k8s_pod(plane, ns, "lost-worker-0") is None, what="the lost Pod deleted")
-    info = next(n for n in runtime.nodes() if n.name == node)
-    assert info.conditions[0].status == "False"
-    assert {t.key for t in info.taints or ()} == {"node.kubernetes.io/not-ready"}
+
+    def seen() -> Any:
+        return next(n for n in runtime.nodes() if n.name == node)
+
+    # The Ready condition and the taint are two writes, so two watch events: the pod is lost on
+    # the first, and the runtime's view of the node has the taint once the second arrives.
+    wait_for(
+        lambda: {t.key for t in seen().taints or ()} == {"node.kubernetes.io/not-ready"}, what="the taint"
+    )
+    assert seen().conditions[0].status == "False"
 
 
 def test_a_gang_aimed_at_a_node_that_is_not_ready_creates_nothing(
