@@ -159,7 +159,7 @@ class LocalRuntime(
         self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
         self._starter = ShimStarter(self._spawner)
         self._selector.register(self._starter.wake_fd, selectors.EVENT_READ, _SPAWNED)
-        self._answers: tuple[int, int] | None = None  # the zygote's socket in the selector
+        self._answer_socket: tuple[int, int] | None = None  # the zygote's, in the selector
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -535,15 +535,15 @@ class LocalRuntime(
     def _watch_answers(self) -> None:
         """Keep the zygote's socket in the selector (a zygote that died is replaced by another,
         on another socket)."""
-        now = self._starter.answers
-        if now == self._answers:
+        now = self._starter.answer_socket
+        if now == self._answer_socket:
             return
-        if self._answers is not None:
+        if self._answer_socket is not None:
             with contextlib.suppress(KeyError, ValueError):
-                self._selector.unregister(self._answers[1])
+                self._selector.unregister(self._answer_socket[1])
         if now is not None:
             self._selector.register(now[1], selectors.EVENT_READ, _SPAWNED)
-        self._answers = now
+        self._answer_socket = now
 
     def _wait_time(self, timeout: float) -> float:
         wait = timeout

@@ -73,7 +73,7 @@ class ShimStarter:
         return self._wake_r
 
     @property
-    def answers(self) -> tuple[int, int] | None:
+    def answer_socket(self) -> tuple[int, int] | None:
         """The zygote's socket, readable once it answered (``collect`` takes the answers):
         see :meth:`Spawner.socket`."""
         return self._zygote.socket()
