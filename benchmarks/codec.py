@@ -4,8 +4,8 @@ and a Workload, a Pod and an Event shaped as the controllers write them.
 
 Prints, per object and for the mix a one-pod job writes (the job 4 times, its Workload 3, its
 Pod 2, 6 Events), the microseconds to encode and to decode, and the ratio. A write in the store
-encodes the object once and decodes it once (the caller's copy); the cache and a watch decode
-it again.
+encodes the object once (the answer is the object written, not a decoded copy); a watch
+decodes it.
 
     .venv/bin/python benchmarks/codec.py [--repeat 20000]
 """
@@ -49,11 +49,11 @@ def main() -> None:
             "codec dec": _us(lambda s=text: codec.loads(s), n),
         }
         print(f"{kind:12s} {len(text.encode()):6d} " + " ".join(f"{t[h]:9.1f}µ" for h in heads))
-        # A store write: encode, decode the caller's copy; the manager's cache decodes it again.
-        per_job["json"] += mix[kind] * (t["json enc"] + 2 * t["json dec"])
-        per_job["codec"] += mix[kind] * (t["codec enc"] + 2 * t["codec dec"])
+        # A store write encodes; a watch following the store decodes.
+        per_job["json"] += mix[kind] * (t["json enc"] + t["json dec"])
+        per_job["codec"] += mix[kind] * (t["codec enc"] + t["codec dec"])
     print(
-        f"one job's writes (encode + 2 decodes each): json {per_job['json']:.0f} µs, "
+        f"one job's writes (an encode and a decode each): json {per_job['json']:.0f} µs, "
         f"codec {per_job['codec']:.0f} µs, ratio {per_job['json'] / per_job['codec']:.2f}"
     )
 

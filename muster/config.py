@@ -75,6 +75,12 @@ class Settings(BaseSettings):
         description="Finished pods of finished jobs kept before the oldest are deleted (0: keep all); "
         "Kubernetes' --terminated-pod-gc-threshold.",
     )
+    cache_mutation_detector: bool = Field(
+        default=False,
+        description="Keep the JSON of every object the control plane caches and log an error for one "
+        "changed in place (a bug: cached objects are shared); for tests, as client-go's "
+        "KUBE_CACHE_MUTATION_DETECTOR. Costs an encode per write.",
+    )
     # The server's defaults for `muster doctor` (None: the doctor's own, see docs/operations.md).
     doctor_idle_threshold: float | None = Field(
         default=None, description="Percent utilisation under which an allocated GPU counts as idle (5)."

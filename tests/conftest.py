@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
+import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -17,6 +19,34 @@ from muster.testing.processes import end_processes_under
 if TYPE_CHECKING:
     from muster.testing.kubernetes import ControlPlane, NodeRegistry
     from muster.testing.ray import LocalRayCluster
+
+# Every manager of the suite, in process or a `muster up` it starts, checks that no cached
+# object is edited in place (docs/operations.md, "Settings"): in process the check's errors fail
+# the test (below), and MusterUp fails on them in the server's log.
+os.environ.setdefault("MUSTER_CACHE_MUTATION_DETECTOR", "1")
+
+
+class _Mutations(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.found: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.found.append(record.getMessage())
+
+
+_MUTATIONS = _Mutations()
+logging.getLogger("muster.controllers.cache").addHandler(_MUTATIONS)
+
+
+@pytest.fixture(autouse=True)
+def _no_cache_mutation() -> Iterator[None]:
+    """Fails a test whose managers found a cached object edited in place."""
+    _MUTATIONS.found.clear()
+    yield
+    found = [m for m in _MUTATIONS.found if m.startswith("cache mutation detected")]
+    _MUTATIONS.found.clear()
+    assert not found, "\n".join(found)
 
 
 @pytest.fixture

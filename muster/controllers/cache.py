@@ -10,7 +10,12 @@ A list reports what is in play as changed at once and settled objects (finished 
 long-running server's bulk) a slice per pass (:meth:`Cache.drip`), so that a restart over
 100,000 finished jobs runs a new one after its first, small, pass.
 
-Cached objects are shared: treat them as read-only and ``copy.deepcopy`` one before editing.
+Cached objects are shared: treat them as read-only and copy one (``muster.store.codec.copy``)
+before editing. What the manager writes becomes the cached object itself, so an object handed
+to a write is not to be edited afterwards either. With ``check_mutations`` (the setting
+``MUSTER_CACHE_MUTATION_DETECTOR``, on in Muster's tests, as client-go's
+``KUBE_CACHE_MUTATION_DETECTOR``) the cache keeps each object's JSON and reports an object
+changed in place, or one that is not plain JSON, when it is replaced, removed or the cache stops.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from muster.store.base import NotFound, Obj, Store, TooOld, WatchEvent
 from muster.store.capabilities import UNKNOWN, Committed, Lookup
-from muster.store.codec import loads
+from muster.store.codec import dumps, loads
 from muster.util import paused_gc
 
 __all__ = ["WATCHED_KINDS", "Cache", "Key"]
@@ -82,8 +87,12 @@ class Cache:
         kinds: Iterable[str] = WATCHED_KINDS,
         live: Mapping[str, Callable[[Obj], bool]] | None = None,
         freeze: bool = False,
+        check_mutations: bool = False,
     ) -> None:
         self.store = store
+        # key -> the JSON of the object held, when mutations are checked (see the docstring)
+        self._shadow: dict[Key, str] | None = {} if check_mutations else None
+        self.mutations: list[str] = []  # what the check found (each also logged as an error)
         # Exempt what a (re)list loaded from the cycle collector (gc.freeze) until stop().
         self._freeze = freeze
         self.kinds = tuple(kinds)
@@ -135,6 +144,19 @@ class Cache:
             self._thread.join(timeout=10)
         if self._freeze:
             gc.unfreeze()
+        self.verify()
+
+    def verify(self) -> list[str]:
+        """With ``check_mutations``: report every held object changed in place since it was
+        taken (what was found is also in :attr:`mutations`)."""
+        if self._shadow is None:
+            return []
+        with self._lock:
+            found: list[str] = []
+            for table in self._objects.values():
+                for key, obj in table.items():
+                    found += self._check(key, obj)
+            return found
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -316,6 +338,8 @@ class Cache:
             with self._lock:
                 self._seen = max(self._seen, revision)
                 self._objects = {k: {} for k in self.kinds}
+                if self._shadow is not None:
+                    self._shadow.clear()
                 self._live = {k: {} for k in self._live_test}
                 self._pod_index.clear()
                 self._gone.clear()
@@ -417,6 +441,8 @@ class Cache:
             return None
         if current is not None:
             self._unindex(key, current)
+        if self._shadow is not None:
+            self._take(key, current, obj)
         table[key] = obj
         self._gone.pop(key, None)
         self._index(key, obj)
@@ -434,6 +460,9 @@ class Cache:
         if current is not None:
             self._unindex(key, current)
             del table[key]
+            if self._shadow is not None:
+                self._check(key, current)
+                self._shadow.pop(key, None)
         self._deleted[key] = obj
         self._gone[key] = max(rv, self._gone.get(key, 0))
         self._note(key)
@@ -474,3 +503,30 @@ class Cache:
         for label in _POD_INDEX_LABELS:
             if label in labels:
                 self._pod_index.get((label, key[1], labels[label]), set()).discard(key)
+
+    def _take(self, key: Key, current: Obj | None, obj: Obj) -> None:
+        """Under the lock, checking mutations: check ``current`` and keep ``obj``'s JSON."""
+        assert self._shadow is not None
+        if current is not None:
+            self._check(key, current)
+        data = dumps(obj)
+        if loads(data) != obj:  # a tuple for a list, a number as a key, ...
+            self._report(key, "is not plain JSON (the store holds it as it decodes, not as cached)")
+        self._shadow[key] = data
+
+    def _check(self, key: Key, obj: Obj) -> list[str]:
+        assert self._shadow is not None
+        held = self._shadow.get(key)
+        if held is None or held == dumps(obj):
+            return []
+        return [self._report(key, "was changed in place after the cache took it")]
+
+    def _report(self, key: Key, what: str) -> str:
+        kind, ns, name = key
+        text = (
+            f"cache mutation detected: {kind} {ns + '/' if ns else ''}{name} {what}; cached objects "
+            "are shared: copy one before editing it, and do not edit an object once written"
+        )
+        log.error("%s", text)
+        self.mutations.append(text)
+        return text

@@ -166,6 +166,8 @@ class ManagerConfig:
     # Exempt the cache's objects from the cycle collector once listed (gc.freeze: `muster up`
     # sets it; a test process that opens many managers leaves it off).
     freeze_gc: bool = False
+    # MUSTER_CACHE_MUTATION_DETECTOR: the cache reports objects edited in place (tests set it)
+    check_cache_mutations: bool = field(default_factory=lambda: settings().cache_mutation_detector)
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -202,6 +204,7 @@ class Manager:
                     "Pod": lambda pod: not is_final(pod),
                 },
                 freeze=self.config.freeze_gc,
+                check_mutations=self.config.check_cache_mutations,
             ),
             home=Path(home),
             clock=self.config.clock,

@@ -94,7 +94,12 @@ class LabelSelector:
 @runtime_checkable
 class Writer(Protocol):
     """What reads and writes single objects: a :class:`Store`, or a batch of writes
-    (:class:`muster.store.capabilities.Batch`) with the same rules."""
+    (:class:`muster.store.capabilities.Batch`) with the same rules.
+
+    A write returns the stored object built from the caller's and the stored one without a
+    copy: it shares their nested parts. The caller hands over what it writes (it does not edit
+    it afterwards) and treats the answer as read-only, as the control plane's cache shares
+    it (``MUSTER_CACHE_MUTATION_DETECTOR`` reports an edit). ``get`` returns a copy of its own."""
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj: ...
 

