@@ -373,7 +373,11 @@ class Cache:
                 # Only the kinds it holds (Events, half of all changes, are not decoded);
                 # bookmarks move `_seen` past the changes skipped, for caught_up().
                 self._watch = self.store.watch(
-                    since=revision, kinds=self.kinds, bookmarks=True, known=self._holds
+                    since=revision,
+                    kinds=self.kinds,
+                    bookmarks=True,
+                    known=self._holds,
+                    floor=self._applied,
                 )
                 watch = self._watch
             try:
@@ -405,6 +409,12 @@ class Cache:
                     self._wake.wait(1.0)
                 continue
             return  # the watch ended: closed by stop()
+
+    def _applied(self) -> int:
+        """The watch's ``floor``: every change up to ``_seen`` is applied (a batch's commit
+        hands its changes over, :meth:`committed`), so the follower does not read them again."""
+        with self._lock:
+            return self._seen
 
     def _stored(self, kind: str, name: str, namespace: str | None) -> Obj | None:
         with self._lock:

@@ -182,6 +182,7 @@ class Store(Protocol):
         kinds: Collection[str] | None = None,
         bookmarks: bool = False,
         known: Known | None = None,
+        floor: Callable[[], int] | None = None,
     ) -> Iterator[WatchEvent]:
         """Changes after revision ``since`` in revision order, then live ones, until
         ``timeout`` seconds pass without a change (``None``: forever) or the iterator is
@@ -190,7 +191,9 @@ class Store(Protocol):
         changes of those kinds (as ``kind`` keeps one); ``bookmarks`` adds a BOOKMARK event
         whenever changes the filters skipped moved the watch past the last one it yielded.
         ``known`` skips, undecoded, the additions and modifications it answers True for (the
-        watcher holds them already), as the filters do."""
+        watcher holds them already), as the filters do; ``floor()``, asked before each read,
+        is a revision up to which the watcher holds every change already (its own commits,
+        handed to it), which the watch then does not read at all."""
         ...
 
     def revision(self) -> int:

@@ -217,6 +217,7 @@ class SqlStore:
         kinds: Collection[str] | None = None,
         bookmarks: bool = False,
         known: Known | None = None,
+        floor: Callable[[], int] | None = None,
     ) -> Iterator[WatchEvent]:
         self._listen()
         return SqlWatch(
@@ -228,6 +229,7 @@ class SqlStore:
             kinds=kinds,
             bookmarks=bookmarks,
             known=known,
+            floor=floor,
         )
 
     def watch_poll_interval(self) -> float:

@@ -101,10 +101,12 @@ class SqlWatch(Iterator[WatchEvent]):
         kinds: Collection[str] | None = None,
         bookmarks: bool = False,
         known: Known | None = None,
+        floor: Callable[[], int] | None = None,
     ) -> None:
         self._store = store
         self._bookmarks = bookmarks
         self._known = known
+        self._floor = floor
         self._since = parse_revision(since)
         self._timeout = timeout
         self._last: int | None = None  # revision scanned up to; None until the first next()
@@ -155,6 +157,10 @@ class SqlWatch(Iterator[WatchEvent]):
             current, compacted = schema.current_revision(conn)
             if self._last is None:
                 self._last = current if self._since is None else self._since
+            if self._floor is not None:
+                # The watcher holds every change up to its floor (its own commits, handed to it
+                # as they were made): reading their rows back would be the most of its work.
+                self._last = max(self._last, self._floor())
             if self._last < compacted:
                 self.close()
                 raise TooOld(

@@ -107,6 +107,28 @@ class TestReplay:
         quiet = collect(store, since=end, bookmarks=True, known=lambda *_: True)
         assert [(e.type, e.revision) for e in quiet] == [("BOOKMARK", end + 1)]
 
+    def test_changes_up_to_the_floor_are_not_read(self, store: Store):
+        # A cache's own commits are handed to it: the watch skips them without reading their
+        # rows, and delivers what came after (another writer's) as usual.
+        start = store.revision()
+        store.create(job("mine"))
+        store.create(job("mine-too"))
+        floor = store.revision()
+        store.create(job("theirs"))
+        read: list[str] = []
+
+        def known(kind: str, namespace: str, name: str, revision: int) -> bool:
+            read.append(name)
+            return False
+
+        events = collect(store, since=start, known=known, floor=lambda: floor)
+        assert summary(events) == [("ADDED", "TrainingJob", "theirs")]
+        assert read == ["theirs"]  # the rows below the floor were never read
+        # Without a floor, every row after `since` is read.
+        read.clear()
+        assert len(collect(store, since=start, known=known)) == 3
+        assert read == ["mine", "mine-too", "theirs"]
+
     def test_since_a_list_sees_only_later_changes(self, store: Store):
         store.create(job("before"))
         listed = store.list("TrainingJob")
