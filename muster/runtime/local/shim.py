@@ -12,7 +12,8 @@ and records the end, since nobody is left to watch or stop it. The shim then:
    once) and records its pid and start time in ``<container>.launch.json``;
 1. reads ``<container>.spec.json`` (argv, env, cwd, log file, memory limit, grace);
 2. starts the command in its own process group (pgid = its pid), stdout and stderr appended
-   to the log file, inside a memory cgroup when the spec names one;
+   to the log file, inside a memory cgroup when the spec names one (``os.posix_spawn``, or
+   ``subprocess`` where the process must join a cgroup before its exec);
 3. writes ``<container>.state.json``: its own pid and start time, the process's pid, pgid
    and start time (start times let a later runtime tell a live process from a reused pid);
 4. relays SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to the process group. A
@@ -32,10 +33,10 @@ container's start costs a bare interpreter and a handful of modules, not a full 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -80,6 +81,11 @@ _BOOT = (
 def main(argv: list[str] | None = None) -> int:
     """Run one container (see the module docstring for the arguments)."""
     pod_dir, container, notify_fd, owner_text = _parse(sys.argv[1:] if argv is None else argv)
+    if notify_fd is not None:
+        # Passed in inheritable (by the zygote's message, or Popen's pass_fds): the container
+        # must not hold the runtime's pipe open.
+        with contextlib.suppress(OSError):
+            os.set_inheritable(notify_fd, False)
     files = ContainerFiles(Path(pod_dir), container)
     owner = None
     if owner_text:
@@ -145,7 +151,7 @@ class _Shim:
         if spec is None:
             raise SystemExit(f"shim: no spec at {files.spec}")
         self.spec: dict[str, Any] = spec
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: _Process | None = None
         self.stop_signalled_at: float | None = None  # wall clock, for the record
         self.kill_deadline: float | None = None  # monotonic
         self.killed_after_grace = False
@@ -185,17 +191,11 @@ class _Shim:
         spec = self.spec
         log = open(spec["log"], "ab", buffering=0)  # noqa: SIM115 - the child writes it; closed below
         try:
-            self.child = subprocess.Popen(
-                spec["argv"],
-                env=spec["env"],
-                cwd=spec["cwd"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-                close_fds=True,
-                preexec_fn=limiter.join if limiter.cgroup is not None else None,
-            )
+            if limiter.cgroup is not None:
+                popen = _popen_in_cgroup(spec, log, limiter)
+                self.child = _Process(popen.pid, popen)
+            else:
+                self.child = _Process(_posix_spawn(spec, log.fileno()))
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             what = f"cannot run {spec['argv'][0]!r}: {exc.strerror or exc}"
@@ -325,6 +325,87 @@ class _Shim:
 
     def _cgroup_name(self) -> str:
         return str(self.spec.get("cgroup_name") or f"{os.getpid()}-{self.files.container}")
+
+
+class _Process:
+    """The container's process: the little of a Popen the shim uses, on a pid of its own."""
+
+    def __init__(self, pid: int, popen: object = None) -> None:
+        self.pid = pid
+        self.returncode: int | None = None  # as Popen's: -N for signal N
+        # A Popen that started it, kept: one collected unfinished would be reaped by subprocess.
+        self._popen = popen
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == self.pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+def _posix_spawn(spec: dict[str, Any], log_fd: int) -> int:
+    """Start the container as ``subprocess.Popen`` would (its argv looked up on its own PATH,
+    in its working directory, stdin from /dev/null, stdout and stderr to the log, a process
+    group of its own, no other descriptor, default signal dispositions) with one
+    ``posix_spawn``: no ``subprocess`` (it imports ``threading``, whose at-fork handler cost
+    every shim a few hundred microseconds) and no Python code between fork and exec."""
+    argv = spec["argv"]
+    env = spec["env"]
+    here = os.getcwd()
+    os.chdir(spec["cwd"])  # posix_spawn has no working directory of its own: the shim's is passed on
+    try:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ]
+        # Python ignores SIGPIPE and SIGXFSZ; an exec keeps what is ignored (Popen's restore_signals).
+        defaults = (signal.SIGPIPE, signal.SIGXFSZ)
+        first_error: OSError | None = None
+        last = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+        for path in _candidates(argv[0], env):
+            if not os.path.exists(path):
+                continue  # a look is cheaper than a spawn that fails (one per PATH entry before it)
+            try:
+                return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=defaults)
+            except OSError as exc:
+                # execvpe's rule, as Popen follows it: a missing candidate is skipped, and the
+                # first other failure is what is reported when none runs.
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                    first_error = first_error or exc
+                    continue
+                last = exc
+        raise first_error or last
+    finally:
+        os.chdir(here)
+
+
+def _candidates(program: str, env: dict[str, str]) -> list[str]:
+    """Where to look for ``program``: itself when it names a path, else each directory of the
+    container's PATH (or the default path when it has none), as ``Popen`` looks with ``env``."""
+    if os.path.dirname(program):
+        return [program]
+    return [os.path.join(directory, program) for directory in os.get_exec_path(env)]
+
+
+def _popen_in_cgroup(spec: dict[str, Any], log: Any, limiter: Limiter) -> Any:
+    """Start the container through ``subprocess`` where it must join its memory cgroup between
+    fork and exec (``preexec_fn``), which ``posix_spawn`` cannot do; imported only then."""
+    import subprocess
+
+    return subprocess.Popen(
+        spec["argv"],
+        env=spec["env"],
+        cwd=spec["cwd"],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        process_group=0,
+        close_fds=True,
+        preexec_fn=limiter.join,
+    )
 
 
 def _killpg(pgid: int, sig: int) -> None:

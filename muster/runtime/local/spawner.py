@@ -15,13 +15,13 @@ when the runtime closes its end of the socket (the server stopped or died). If t
 gone or cannot start, the runtime starts the shim the old way (:func:`shim.command`).
 
 Forking the server itself would be simpler but unsafe: it runs threads (a fork copies locks
-held by other threads). The zygote has one thread and nothing but the standard library.
+held by other threads). The zygote (:mod:`muster.runtime.local.zygote`) has one thread and
+nothing but the standard library.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import select
@@ -38,7 +38,7 @@ from typing import NamedTuple
 from muster.runtime.local import procfs
 from muster.runtime.local.shim import PACKAGE_ROOT
 
-__all__ = ["LOST", "Answer", "ShimProcess", "Spawner", "zygote_main"]
+__all__ = ["LOST", "Answer", "ShimProcess", "Spawner"]
 
 _MAX_MESSAGE = 65536
 _SEND_TIMEOUT = 10.0  # a zygote that takes no request for this long is treated as gone
@@ -46,7 +46,7 @@ _SEND_TIMEOUT = 10.0  # a zygote that takes no request for this long is treated 
 # the shim needs the standard library and Muster's own directory only.
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from muster.runtime.local.spawner import zygote_main; zygote_main(int(sys.argv[1]))"
+    "from muster.runtime.local.zygote import main; main(int(sys.argv[1]))"
 )
 
 
@@ -81,9 +81,7 @@ class ShimProcess:
 
 
 class Answer(NamedTuple):
-    """The zygote's answer to one :meth:`Spawner.ask`: the shim it forked, or why none. (Not a
-    dataclass: the zygote imports this module, and ``dataclasses`` brings ``inspect`` and
-    ``ast``, whose pages every forked shim would map, copy and unmap.)"""
+    """The zygote's answer to one :meth:`Spawner.ask`: the shim it forked, or why none."""
 
     key: object  # what the asker passed along with the request
     process: ShimProcess | None
@@ -249,91 +247,3 @@ class Spawner:
             self._zygote = None
         while self._asked:
             self._answers.append(Answer(self._asked.popleft(), None, None, LOST))
-
-
-def zygote_main(fd: int) -> None:
-    """The zygote's loop: one request, one fork, one answer; exits at EOF."""
-    # Imported here, once, so that every forked shim finds it loaded.
-    from muster.runtime.local import shim
-
-    # A shim reads its own start time first thing: the boot time that takes (and the codec that
-    # reading /proc as text loads) are read here once, or each shim would pay ~2-5 ms for them.
-    procfs.create_time(os.getpid())
-    # What the zygote holds now is every shim's too, shared until written: frozen, a shim's
-    # collections never walk it, so they do not copy its pages (Python's recipe for fork
-    # without exec). A running shim's private memory: 2.55-2.60 -> 2.30-2.37 MB.
-    gc.freeze()
-    sock = socket.socket(fileno=fd)
-    sock.settimeout(1.0)  # wake up now and then to reap ended shims
-    while True:
-        _reap()
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 2)
-        except TimeoutError:
-            continue
-        except OSError:
-            return
-        if not data:
-            return  # the runtime is gone
-        if len(fds) != 2:
-            for extra in fds:
-                os.close(extra)
-            _answer(sock, {"error": "a request needs the notify pipe and the log"})
-            continue
-        notify_fd, log_fd = fds
-        request = json.loads(data)
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            os.close(notify_fd)
-            os.close(log_fd)
-            _answer(sock, {"error": f"fork: {exc}"})
-            continue
-        if pid == 0:
-            code = 1
-            try:
-                sock.close()
-                code = _become_shim(shim, request, notify_fd, log_fd)
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                with contextlib.suppress(Exception):
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                os._exit(code)
-        # Opened before the next _reap(): the child cannot have been reaped (and its pid reused).
-        pidfd = os.pidfd_open(pid)
-        os.close(notify_fd)
-        os.close(log_fd)
-        _answer(sock, {"pid": pid, "createTime": procfs.create_time(pid)}, [pidfd])
-        os.close(pidfd)
-
-
-def _become_shim(shim: object, request: dict, notify_fd: int, log_fd: int) -> int:
-    os.setsid()  # the shim and its process outlive the zygote and the server
-    os.chdir(request["podDir"])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    for fd in (null, log_fd):
-        if fd > 2:
-            os.close(fd)
-    return shim.main([request["podDir"], request["container"], "--notify-fd", str(notify_fd)])  # type: ignore[attr-defined]
-
-
-def _answer(sock: socket.socket, answer: dict, fds: list[int] | None = None) -> None:
-    with contextlib.suppress(OSError):
-        socket.send_fds(sock, [json.dumps(answer).encode()], fds or [])
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return

@@ -42,6 +42,48 @@ class TestContract:
             LocalRuntime(muster_home)
 
 
+class TestProcessStart:
+    """How a container's process starts (``posix_spawn`` in the shim): as ``subprocess.Popen``
+    started it, and as Kubernetes users expect of a container's main process."""
+
+    def test_the_process_gets_stdio_only_and_a_process_group_of_its_own(self, runtime):
+        code = (
+            "import os, sys\n"
+            "def is_open(fd):\n"
+            "    try:\n"
+            "        os.fstat(fd)\n"
+            "        return True\n"
+            "    except OSError:\n"
+            "        return False\n"
+            "print('fds', [fd for fd in range(3, 1024) if is_open(fd)])\n"
+            "print('group', os.getpgid(0) == os.getpid(), 'stdin', repr(sys.stdin.read()))\n"
+        )
+        final = run_pod(runtime, launch("fds", Container("main", py(code))))
+        assert final.phase == PodPhase.SUCCEEDED
+        log = "".join(runtime.logs(final.ref))
+        assert "fds []" in log  # not the runtime's pipe, the shim's lock or its log
+        assert "group True stdin ''" in log
+
+    def test_a_bare_name_is_looked_up_on_the_containers_own_path(self, runtime, tmp_path):
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "muster-hello").write_text("#!/bin/sh\necho hello from $0\n")
+        (bin_dir / "muster-hello").chmod(0o755)
+        pod = launch("path", Container("main", ("muster-hello",), env={"PATH": f"{bin_dir}:/usr/bin:/bin"}))
+        final = run_pod(runtime, pod)
+        assert final.phase == PodPhase.SUCCEEDED
+        assert f"hello from {bin_dir}/muster-hello" in "".join(runtime.logs(final.ref))
+
+    def test_sigpipe_has_its_default_action_in_the_process(self, runtime):
+        # Python (the shim) ignores SIGPIPE, and an exec keeps what is ignored: a pipeline in the
+        # container would then see EPIPE errors instead of ending quietly.
+        # ($$ is Kubernetes' escape of $ in a command: the shell gets `kill -PIPE $$`.)
+        pod = launch("pipe", Container("main", ("sh", "-c", "kill -PIPE $$$$; echo survived")))
+        final = run_pod(runtime, pod)
+        assert (final.exit_code, final.containers[0].signal) == (141, 13)
+        assert "survived" not in "".join(runtime.logs(final.ref))
+
+
 class TestExitStatus:
     def test_exit_zero_succeeds(self, runtime, watcher):
         pod = launch("ok", Container("main", py("print('hello')")))
@@ -71,6 +113,13 @@ class TestExitStatus:
         assert (final.phase, final.reason, final.exit_code) == (PodPhase.FAILED, PodReason.ERROR, 127)
         assert "no-such-program-xyz" in final.message
         assert "cannot run 'no-such-program-xyz'" in "".join(runtime.logs(final.ref))
+
+    def test_a_file_that_cannot_be_run_fails_with_126(self, runtime, tmp_path):
+        script = tmp_path / "not-executable"
+        script.write_text("#!/bin/sh\necho ran\n")
+        final = run_pod(runtime, launch("noexec", Container("main", (str(script),))))
+        assert (final.phase, final.exit_code) == (PodPhase.FAILED, 126)
+        assert "Permission denied" in "".join(runtime.logs(final.ref))
 
     def test_running_is_reported_before_the_final_status(self, runtime, watcher, tmp_path):
         gate = tmp_path / "gate"
