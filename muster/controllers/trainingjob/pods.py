@@ -49,6 +49,7 @@ from muster.api.podspec import PodTemplateSpec
 from muster.api.resources import pod_requests
 from muster.api.trainingjob import REPLICA_TYPES, SINGLE_REPLICA_TYPES
 from muster.controllers.trainingjob.frameworks import framework, mpi_hosts, mpi_launcher_env, tf_config
+from muster.store.codec import dumps
 
 __all__ = [
     "DEFAULT_GROW_COOLDOWN",
@@ -62,6 +63,7 @@ __all__ = [
     "pick_port",
     "pod_set_of",
     "port_free",
+    "template_requests",
     "training_env",
     "workload_for",
     "workload_object",
@@ -69,6 +71,9 @@ __all__ = [
 
 Obj = dict[str, Any]
 DEFAULT_GROW_COOLDOWN = 60  # seconds: elasticPolicy.growCooldownSeconds unset
+_REQUESTS_KEPT = 256
+# template_requests' results by what they depend on (a cache of a pure function, bounded)
+_REQUESTS: dict[str, dict[str, str]] = {}
 
 
 def owner_reference(job: Obj) -> Obj:
@@ -185,9 +190,7 @@ def pod_set_of(name: str, template: Obj, count: int, min_count: int | None = Non
     pod_set: Obj = {
         "name": name,
         "count": count,
-        "requests": {
-            name: str(q) for name, q in pod_requests(PodTemplateSpec.model_validate(template)).items()
-        },
+        "requests": template_requests(template),
     }
     if min_count is not None and min_count < count:
         pod_set["minCount"] = min_count
@@ -199,6 +202,29 @@ def pod_set_of(name: str, template: Obj, count: int, min_count: int | None = Non
     if node_affinity:
         pod_set["affinity"] = {"nodeAffinity": copy.deepcopy(node_affinity)}
     return pod_set
+
+
+def template_requests(template: Obj) -> dict[str, str]:
+    """The effective requests of a pod ``template`` (:func:`muster.api.resources.pod_requests`),
+    as strings. They depend only on its containers' and init containers' ``resources`` (and the
+    init containers' ``restartPolicy``), which most templates share with many others (the jobs
+    of a burst or a sweep), and validating a whole template to read them was about a tenth of
+    the control plane's CPU per job: so they are computed once per distinct such parts, for
+    the last :data:`_REQUESTS_KEPT` of them."""
+    spec = template.get("spec") or {}
+    key = dumps(
+        [
+            [c.get("resources") for c in spec.get("containers") or ()],
+            [[c.get("resources"), c.get("restartPolicy")] for c in spec.get("initContainers") or ()],
+        ]
+    )
+    found = _REQUESTS.get(key)
+    if found is None:
+        requests = pod_requests(PodTemplateSpec.model_validate(template))
+        found = _REQUESTS[key] = {name: str(q) for name, q in requests.items()}
+        if len(_REQUESTS) > _REQUESTS_KEPT:
+            del _REQUESTS[next(iter(_REQUESTS))]  # the oldest computed
+    return dict(found)
 
 
 def _counts(spec: Obj, rtype: str, replicas: int) -> tuple[int, int | None]:
