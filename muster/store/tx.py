@@ -243,9 +243,9 @@ class Tx:
     def _record(self, type_: ChangeType, key: Key, obj: Obj) -> Obj:
         """Keep the write's result and return it. It is not copied: ``obj`` shares parts with
         the caller's input and the stored object (see :mod:`muster.store.objects`), and a
-        decode of its JSON was an eighth of the control plane's CPU. So neither is edited after
-        the write (:class:`muster.store.base.Writer`); what the database gets is ``data``,
-        encoded here."""
+        decode of its JSON was an eighth of the manager's CPU (in process, with a puppet
+        runtime). So neither is edited after the write (:class:`muster.store.base.Writer`);
+        what the database gets is ``data``, encoded here."""
         self._current(key)  # the stored version, in the base: flush updates or inserts by it
         data = dumps(obj)
         if type_ != "DELETED":
