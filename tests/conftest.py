@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from muster.controllers.cache import MUTATION_REPORT
 from muster.store import Store, open_store
 from muster.testing import skip_or_fail
 from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_postgres
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from muster.testing.ray import LocalRayCluster
 
 # Every manager of the suite, in process or a `muster up` it starts, checks that no cached
-# object is edited in place (docs/operations.md, "Settings"): in process the check's errors fail
+# object is edited in place (docs/control-plane.md, "Shared objects"): in process the check's errors fail
 # the test (below), and MusterUp fails on them in the server's log.
 os.environ.setdefault("MUSTER_CACHE_MUTATION_DETECTOR", "1")
 
@@ -44,7 +45,7 @@ def _no_cache_mutation() -> Iterator[None]:
     """Fails a test whose managers found a cached object edited in place."""
     _MUTATIONS.found.clear()
     yield
-    found = [m for m in _MUTATIONS.found if m.startswith("cache mutation detected")]
+    found = [m for m in _MUTATIONS.found if m.startswith(MUTATION_REPORT)]
     _MUTATIONS.found.clear()
     assert not found, "\n".join(found)
 

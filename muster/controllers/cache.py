@@ -31,7 +31,7 @@ from muster.store.capabilities import UNKNOWN, Committed, Lookup
 from muster.store.codec import dumps, loads
 from muster.util import paused_gc
 
-__all__ = ["WATCHED_KINDS", "Cache", "Key"]
+__all__ = ["MUTATION_REPORT", "WATCHED_KINDS", "Cache", "Key"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,8 @@ WATCHED_KINDS = (
     "RayCluster",
     "RayJob",
 )
+# How each report of the mutation check begins (tests look for it in logs).
+MUTATION_REPORT = "cache mutation detected"
 # Labels the cache indexes Pods by, so a job's or a workload's pods are found without a scan.
 _POD_INDEX_LABELS = ("muster.dev/workload", "muster.dev/job-name", "ray.io/cluster", "muster.dev/rayjob")
 _TOMBSTONES = 1000
@@ -534,7 +536,7 @@ class Cache:
     def _report(self, key: Key, what: str) -> str:
         kind, ns, name = key
         text = (
-            f"cache mutation detected: {kind} {ns + '/' if ns else ''}{name} {what}; cached objects "
+            f"{MUTATION_REPORT}: {kind} {ns + '/' if ns else ''}{name} {what}; cached objects "
             "are shared: copy one before editing it, and do not edit an object once written"
         )
         log.error("%s", text)

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from muster.config import read_credentials
+from muster.controllers.cache import MUTATION_REPORT
 from muster.testing import free_port, wait_for
 
 __all__ = ["MusterUp", "cli_env", "muster_command", "run_cli"]
@@ -96,7 +97,7 @@ class MusterUp:
                 proc.wait(timeout=grace)
         # Reported by a server run with MUSTER_CACHE_MUTATION_DETECTOR (the test suite's):
         # a cached object edited in place is a bug, whatever the test checked.
-        mutations = [line for line in self.log().splitlines() if "cache mutation detected" in line]
+        mutations = [line for line in self.log().splitlines() if MUTATION_REPORT in line]
         if mutations:
             raise AssertionError("\n".join(mutations))
         return proc.returncode

@@ -37,10 +37,10 @@ from typing import NamedTuple
 
 from muster.runtime.local import procfs
 from muster.runtime.local.shim import PACKAGE_ROOT
+from muster.runtime.local.zygote import MAX_MESSAGE
 
 __all__ = ["LOST", "Answer", "ShimProcess", "Spawner"]
 
-_MAX_MESSAGE = 65536
 _SEND_TIMEOUT = 10.0  # a zygote that takes no request for this long is treated as gone
 # The zygote's interpreter: no site (no .pth files, no site-packages scan), no PYTHON* variables;
 # the shim needs the standard library and Muster's own directory only.
@@ -210,7 +210,7 @@ class Spawner:
         sock = self._sock
         while sock is not None:
             try:
-                data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 1)
+                data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 1)
             except BlockingIOError:
                 return True
             except OSError:
