@@ -150,14 +150,48 @@ class _Admitter:
             active = [q for q in active if pos[q] < len(queues[q])]
 
     def _run_one(self, q: str, waiting: list[PendingWorkload]) -> None:
-        strict = self.c.tree.queues[q].cq.queueing_strategy == "StrictFIFO"  # type: ignore[union-attr]
-        for i, w in enumerate(waiting):
+        node = self.c.tree.queues[q]
+        strict = node.cq.queueing_strategy == "StrictFIFO"  # type: ignore[union-attr]
+        i = 0
+        while i < len(waiting):
+            w = waiting[i]
             admitted = self._process(w)
             if not admitted and strict:
                 self._block(q, w, waiting[i + 1 :])
                 self._end_round()
                 return
             self._end_round()
+            i = i + 1 if admitted else self._alike(node, w, waiting, i + 1)
+
+    def _alike(self, node: QuotaNode, w: PendingWorkload, waiting: list[PendingWorkload], i: int) -> int:
+        """After ``w`` failed (in the one-queue path, so no other queue acts in between), the
+        workloads from ``waiting[i]`` on that share its signature would each hit its cached
+        failure and change nothing, as long as that failure reserves nothing: decided here in
+        one loop, without the caches' lookups per workload (a long queue of one shape is the
+        common backlog). Returns the index of the first workload not decided."""
+        sig = self._sig(w, node)
+        hit = self._fail_cache.get(sig)
+        if hit is None or self._reserving.get(sig) is not None or hit[0] != self._epochs(node):
+            return i
+        cached, start = hit[1], i
+        by_time = node.cq.preemption.within_cluster_queue == "LowerOrNewerEqualPriority"  # type: ignore[union-attr]
+        limited = self.c.namespaces.limited
+        # What _sig compares, with the pod set list's identity for its shape (the snapshot
+        # shares one list among Workloads of one shape).
+        while i < len(waiting):
+            v = waiting[i]
+            if (
+                v.pod_sets is not w.pod_sets
+                or v.priority != w.priority
+                or v.can_preempt != w.can_preempt
+                or (by_time and v.queue_time != w.queue_time)
+                or (v.namespace != w.namespace and (limited(v.namespace) or limited(w.namespace)))
+            ):
+                break
+            self.d.pending.append(Pending(v, cached.reason, cached.message, cached.details))
+            i += 1
+        self.d.workloads_considered += i - start
+        return i
 
     def _block(self, q: str, head: PendingWorkload, rest: list[PendingWorkload]) -> None:
         """StrictFIFO: nothing overtakes a head that was not admitted."""
@@ -540,7 +574,7 @@ class _Admitter:
         nested tuple would hash it anew each time (Python does not keep a tuple's hash)."""
         known = self._shapes.get(id(w.pod_sets))
         if known is None:
-            shape = _shape(w)
+            shape = tuple(ps.shape() for ps in w.pod_sets)
             known = self._shapes[id(w.pod_sets)] = (
                 shape,
                 self._shape_ids.setdefault(shape, len(self._shape_ids)),
@@ -563,26 +597,3 @@ class _Admitter:
         if root is None:
             root = self._roots[id(node)] = id(node.root())
         return root
-
-
-def _shape(w: PendingWorkload) -> tuple:
-    """What a workload's pod sets ask for, as a key (part of its signature)."""
-    return tuple(
-        (
-            ps.name,
-            ps.count,
-            ps.min_count,
-            tuple(ps.requests.items()),
-            ps.gpus,
-            ps.gpu_milli,
-            ps.gpu_memory,
-            ps.gpu_models,
-            tuple(ps.node_selector.items()) if ps.node_selector else (),
-            ps.node_affinity,
-            ps.tolerations,
-            ps.topology_required,
-            ps.topology_preferred,
-            ps.anti_affinity,
-        )
-        for ps in w.pod_sets
-    )

@@ -310,6 +310,25 @@ class PodSet:
         """Per-pod quota charge: the requests plus ``nvidia.com/gpu`` in milli-GPU."""
         return _quota_requests(self.requests, self.gpus, self.gpu_milli)
 
+    def shape(self) -> tuple:
+        """Everything it asks for, as a key: pod sets of one shape are decided alike."""
+        return (
+            self.name,
+            self.count,
+            self.min_count,
+            tuple(self.requests.items()),
+            self.gpus,
+            self.gpu_milli,
+            self.gpu_memory,
+            self.gpu_models,
+            tuple(self.node_selector.items()) if self.node_selector else (),
+            self.node_affinity,
+            self.tolerations,
+            self.topology_required,
+            self.topology_preferred,
+            self.anti_affinity,
+        )
+
 
 @dataclass(slots=True)
 class PendingWorkload:

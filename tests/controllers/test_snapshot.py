@@ -227,8 +227,7 @@ def test_the_memo_remakes_a_pending_view_when_its_queue_or_preemption_class_chan
 
 
 def test_workloads_of_one_shape_share_their_pod_sets_and_the_cycle_works_their_shape_out_once(monkeypatch):
-    import muster.scheduler.admission as admission
-    from muster.scheduler import schedule
+    from muster.scheduler import PodSet, schedule
 
     memo = SnapshotMemo()
     same = [_stored(workload(f"s{i}"), f"s{i}", 1) for i in range(40)]
@@ -237,7 +236,7 @@ def test_workloads_of_one_shape_share_their_pod_sets_and_the_cycle_works_their_s
     lists = {id(w.pod_sets) for w in built.snapshot.pending}
     assert len(lists) == 2
     shapes = []
-    real = admission._shape
-    monkeypatch.setattr(admission, "_shape", lambda w: shapes.append(w.name) or real(w))
+    real = PodSet.shape
+    monkeypatch.setattr(PodSet, "shape", lambda ps: shapes.append(ps.name) or real(ps))
     decisions = schedule(built.snapshot)
     assert len(shapes) == 2 and decisions.workloads_considered == 41

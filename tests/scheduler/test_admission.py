@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
+import muster.scheduler.admission as admission
 from muster.scheduler import (
+    GPU,
+    Decisions,
     Flavor,
+    NamespaceQuota,
     Policy,
     ResourceQuota,
     Snapshot,
@@ -165,3 +171,50 @@ def test_same_snapshot_same_decisions() -> None:
         assert [(x.name, x.pod_sets[0].placements) for x in a.admitted] == [
             (x.name, x.pod_sets[0].placements) for x in b.admitted
         ]
+
+
+def _decided(d: Decisions) -> list[tuple[str, str, str]]:
+    return [(p.name, p.reason, p.message) for p in d.pending]
+
+
+def _by_rounds(snap: Snapshot) -> Decisions:
+    """The same cycle with a round per workload, as several queues run: nothing decided in a run."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            admission._Admitter, "_run_one", lambda self, q, waiting: self._run_rounds({q: waiting}, [q])
+        )
+        return schedule(snap)
+
+
+@pytest.mark.parametrize("within", ["Never", "LowerOrNewerEqualPriority"])
+def test_a_backlog_of_one_shape_is_decided_in_one_run_as_one_at_a_time_would_be(within: str) -> None:
+    """A long queue of one shape (one pod set list, as the snapshot shares it) behind a full
+    queue: the first that fails is worked out, the rest of its run waits with its reason at
+    once. A different shape, or a namespace with a quota, behind them is decided on its own.
+    Where the queue time decides preemption, each workload has a signature of its own."""
+    shape = wl("proto", gpus=1, cpu=0).pod_sets
+    backlog = [replace(wl(f"b{i}", t=i), pod_sets=shape) for i in range(40)]
+    small = wl("small", cpu=500, t=50)  # another shape: fits what is left
+    limited = replace(backlog[0], name="team-a", namespace="a", creation_time=60)
+    free = replace(backlog[0], name="team-b", namespace="b", creation_time=70)
+    quotas = [NamespaceQuota("a", "team", {GPU: 8000}, {GPU: "requests.nvidia.com/gpu"})]
+    snap = Snapshot(
+        [cq("q", {"cpu": 4000, GPU: 2000}, within=within)],
+        pending=[*backlog, small, limited, free],
+        namespace_quotas=quotas,
+    )
+    worked_out: list[str] = []
+    process = admission._Admitter._process
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            admission._Admitter, "_process", lambda self, w: worked_out.append(w.name) or process(self, w)
+        )
+        d = schedule(snap)
+    backlog_worked_out = ["b0", "b1", "b2"] if within == "Never" else [w.name for w in backlog]
+    assert worked_out == [*backlog_worked_out, "small", "team-a", "team-b"]
+    assert names(d.admitted) == ["b0", "b1", "small"]
+    assert [p.name for p in d.pending] == [f"b{i}" for i in range(2, 40)] + ["team-a", "team-b"]
+    assert {p.reason for p in d.pending} == {"QuotaExhausted"}
+    assert d.workloads_considered == 43
+    rounds = _by_rounds(snap)
+    assert _decided(d) == _decided(rounds) and names(d.admitted) == names(rounds.admitted)

@@ -135,8 +135,24 @@ def snapshots(draw: st.DrawFn) -> tuple[Snapshot, Policy]:
 def workloads(
     draw: st.DrawFn, queues: list[ClusterQueue], prefix: str, t0: float, prio: tuple[int, int], most: int
 ) -> list[PendingWorkload]:
-    out = []
+    out: list[PendingWorkload] = []
     for i in range(draw(st.integers(0, most))):
+        if out and draw(st.booleans()):
+            # Workloads of one shape share their pod set list, as the snapshot builds them
+            # (the core decides a run of them at once: _Admitter._alike); mostly in one
+            # queue at one priority, so that runs form.
+            prev = out[-1]
+            same = draw(st.integers(0, 3)) > 0
+            out.append(
+                PendingWorkload(
+                    f"{prefix}{i}",
+                    prev.queue if same else draw(st.sampled_from([q.name for q in queues])),
+                    prev.pod_sets,
+                    priority=prev.priority if same else draw(st.integers(*prio)),
+                    creation_time=t0 + i,
+                )
+            )
+            continue
         pod_sets = []
         for j in range(draw(st.integers(1, 2))):
             count = draw(st.integers(1, 3))
