@@ -1,8 +1,8 @@
 """PostgreSQL change notifications: every write transaction ends with ``pg_notify`` on
-:data:`CHANNEL` (delivered at COMMIT, payload the new revision), and one listener thread per
-store, on a connection of its own, turns each notification into a wake-up of this process's
-watchers. So a watcher sees a write of any process (another server, a tool) at once, not at
-its next poll.
+:data:`CHANNEL` (delivered at COMMIT, payload the new revision and the kinds it changed, see
+:func:`notice`), and one listener thread per store, on a connection of its own, turns each
+notification into a wake-up of this process's watchers of those kinds. So a watcher sees a
+write of any process (another server, a tool) at once, not at its next poll.
 
 A notification lost while the listener reconnects is made up for: after every (re)connect the
 listener reads the current revision and wakes the watchers with it, and watchers keep a slow
@@ -13,19 +13,34 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from sqlalchemy import Engine
 
 from muster.store.watch import Notifier
 
-__all__ = ["CHANNEL", "Listener"]
+__all__ = ["CHANNEL", "Listener", "notice", "parse_notice"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "muster_changes"
 _RECONNECT_SECONDS = 1.0
 _CHECK_SECONDS = 0.25  # how often the listener looks whether it should stop
+
+
+def notice(revision: int, kinds: Collection[str]) -> str:
+    """A notification's payload: the revision, then the kinds changed (``"42 Pod Event"``).
+    Kinds are names without spaces, and a transaction changes a few: far below NOTIFY's
+    8,000 bytes."""
+    return " ".join((str(revision), *sorted(kinds)))
+
+
+def parse_notice(payload: str) -> tuple[int, frozenset[str] | None]:
+    """The revision and kinds of a :func:`notice` (kinds None when it names none, as a bare
+    revision from an older server does: then every watcher wakes). ValueError when the
+    payload is not one."""
+    revision, *kinds = payload.split(" ")
+    return int(revision), frozenset(kinds) if kinds else None
 
 
 class Listener:
@@ -74,13 +89,12 @@ class Listener:
             # Whatever was committed before LISTEN took effect: wake the watchers for it.
             self._notifier.notify(self._current())
             while not self._stopped.is_set():
-                latest = 0
                 for note in dbapi.notifies(timeout=_CHECK_SECONDS):
                     try:
-                        latest = max(latest, int(note.payload))
+                        revision, kinds = parse_notice(note.payload)
                     except ValueError:
                         continue
-                    self._notifier.notify(latest)
+                    self._notifier.notify(revision, kinds)
         finally:
             self._listening.clear()
             raw.invalidate()  # never hand a LISTENing connection back to the pool

@@ -369,7 +369,7 @@ class SqlBatch:
             return 0
         if self._replica is not None:
             self._replica.committed(tx.began, tx.revision, tx.committed())
-        self._store.notifier.notify(tx.revision)
+        self._store.notifier.notify(tx.revision, tx.kinds())
         return tx.revision
 
     def rollback(self) -> None:

@@ -27,6 +27,7 @@ from muster.store import codec, schema
 from muster.store.base import DEFAULT_MAX_OBJECT_BYTES, AlreadyExists, ApplyResult, NotFound, Obj, TooLarge
 from muster.store.capabilities import UNKNOWN, Committed, Lookup
 from muster.store.codec import dumps, loads
+from muster.store.listen import notice
 from muster.store.objects import (
     check_version,
     merge_apply,
@@ -113,6 +114,10 @@ class Tx:
     @property
     def changed(self) -> bool:
         return self.writes > 0
+
+    def kinds(self) -> frozenset[str]:
+        """The kinds the transaction changed (a watcher of other kinds need not wake for it)."""
+        return frozenset(c.key[0] for c in self._changes)
 
     def committed(self) -> list[Committed]:
         """The transaction's changes, as a replica takes them once they are committed."""
@@ -214,7 +219,7 @@ class Tx:
             # Delivered to listeners at COMMIT (PostgreSQL), so a watcher never reads ahead of it.
             self.conn.execute(
                 text("SELECT pg_notify(:channel, :payload)"),
-                {"channel": self.notify_channel, "payload": str(self.revision)},
+                {"channel": self.notify_channel, "payload": notice(self.revision, self.kinds())},
             )
 
     # -- internals ---------------------------------------------------------------------------

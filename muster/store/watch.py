@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from muster.store import schema
 from muster.store.base import Known, TooOld, WatchEvent
@@ -34,37 +34,79 @@ _DIGITS = re.compile(REVISION_PATTERN)
 
 
 class Notifier:
-    """Tells this process's watchers that a revision was committed."""
+    """Tells this process's watchers that a revision was committed.
+
+    A waiter is woken only by a commit of a kind it watches (when the commit's kinds are
+    known) and a revision past what it holds, asked of it again at each notification: a
+    cache's follower holds its manager's commits once they are handed to it (its watch's
+    ``floor``), and the access policy's cache watches a few kinds, so neither wakes to find
+    nothing new at every commit of the manager's.
+    """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._latest = 0
         self._closed = False
+        self._waiters: list[_Waiter] = []
 
-    def notify(self, revision: int) -> None:
-        with self._cond:
-            self._latest = max(self._latest, revision)
-            self._cond.notify_all()
+    def notify(self, revision: int, kinds: frozenset[str] | None = None) -> None:
+        """Revision ``revision`` was committed, changing ``kinds`` (None: not known)."""
+        with self._lock:
+            self._latest = latest = max(self._latest, revision)
+            waiters = list(self._waiters)
+        # Outside the lock: a waiter's `after` may take its owner's lock (the cache's), and
+        # the owner may wake or close its watch while holding it.
+        for waiter in waiters:
+            if kinds is not None and waiter.kinds is not None and waiter.kinds.isdisjoint(kinds):
+                continue
+            if latest > waiter.after():
+                waiter.event.set()
 
     def wake(self) -> None:
         """Wake every waiter so it re-checks its own stop condition."""
-        with self._cond:
-            self._cond.notify_all()
+        with self._lock:
+            for waiter in self._waiters:
+                waiter.event.set()
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            for waiter in self._waiters:
+                waiter.event.set()
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    def wait(self, after: int, timeout: float, stop: Callable[[], bool]) -> None:
-        """Return when a revision newer than ``after`` was committed here, ``stop()`` is true,
-        the store closed, or ``timeout`` seconds passed (time to poll the database)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._latest > after or self._closed or stop(), timeout)
+    def wait(
+        self,
+        after: Callable[[], int],
+        timeout: float,
+        stop: Callable[[], bool],
+        kinds: frozenset[str] | None = None,
+    ) -> None:
+        """Return when a revision newer than ``after()`` was committed here (changing one of
+        ``kinds``, where both are known), ``stop()`` is true, the store closed, or ``timeout``
+        seconds passed (time to poll the database)."""
+        waiter = _Waiter(after, kinds, threading.Event())
+        held = after()
+        with self._lock:
+            # Checked under the lock that notify(), wake() and close() take: whatever they do
+            # from now on finds this waiter registered.
+            if self._latest > held or self._closed or stop():
+                return
+            self._waiters.append(waiter)
+        try:
+            waiter.event.wait(timeout)
+        finally:
+            with self._lock:
+                self._waiters.remove(waiter)
+
+
+class _Waiter(NamedTuple):
+    after: Callable[[], int]  # the revision the waiter holds everything up to
+    kinds: frozenset[str] | None  # what it watches (None: every kind)
+    event: threading.Event
 
 
 def parse_revision(value: str | int | None, what: str = "resourceVersion") -> int | None:
@@ -112,6 +154,11 @@ class SqlWatch(Iterator[WatchEvent]):
         self._last: int | None = None  # revision scanned up to; None until the first next()
         style = store.engine.dialect.paramstyle
         wanted = None if kinds is None else sorted(set(kinds))
+        # What a commit must change to wake it (None: anything), as the query filters.
+        watched = None if kind is None else {kind}
+        if wanted is not None:
+            watched = set(wanted) if watched is None else watched & set(wanted)
+        self._kinds = None if watched is None else frozenset(watched)
         self._sql, self._filters = _changes_query(style, kind, wanted, namespace)
         self._buffer: collections.deque[WatchEvent] = collections.deque()
         self._closed = False
@@ -133,13 +180,17 @@ class SqlWatch(Iterator[WatchEvent]):
                 if left <= 0:
                     raise StopIteration
                 wait = min(wait, left)
-            assert self._last is not None
-            self._store.notifier.wait(self._last, wait, lambda: self._closed)
+            self._store.notifier.wait(self._held, wait, lambda: self._closed, self._kinds)
         return self._buffer.popleft()
 
     def close(self) -> None:
         self._closed = True
         self._store.notifier.wake()
+
+    def _held(self) -> int:
+        """The revision this watch needs nothing up to: what it scanned, or its floor."""
+        assert self._last is not None
+        return self._last if self._floor is None else max(self._last, self._floor())
 
     def __enter__(self) -> SqlWatch:
         return self

@@ -3,15 +3,19 @@ and PostgreSQL's NOTIFY waking a watcher of another store at once."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from muster.store import Conflict, NotFound, Store, open_store
 from muster.store.capabilities import UNKNOWN, Batching
-from tests.store.factories import job
+from muster.store.listen import notice, parse_notice
+from muster.testing import wait_for
+from tests.store.factories import consuming, flavor, job
 
 
 def test_writes_are_answered_at_once_and_visible_at_commit(store: Store):
@@ -146,25 +150,56 @@ def test_deleted_and_created_again_in_one_batch(store: Store):
     assert events == [("DELETED", old["metadata"]["uid"]), ("ADDED", new["metadata"]["uid"])]
 
 
-@pytest.mark.postgres
-def test_postgres_watch_is_woken_by_another_store_at_once(postgres_server):
+@contextlib.contextmanager
+def _listening(postgres_server, **watch: Any) -> Iterator[tuple[Any, Store, Store]]:
+    """A watch (``watch``'s arguments) on a store whose watches poll every minute, so only a
+    notification delivers a change within seconds, once it listens; the store; and a second
+    store on the same database that writes."""
     url = postgres_server.create_database()
-    # Polling every minute: only a notification can deliver the change within seconds.
     watcher = open_store(url, poll_interval=60)
     writer = open_store(url)
     try:
-        watch = watcher.watch(since=watcher.revision(), timeout=30)
+        stream = watcher.watch(since=watcher.revision(), timeout=30, **watch)
         listener = watcher._listener  # type: ignore[attr-defined]
         assert listener is not None and listener.wait_listening(10)
+        yield stream, watcher, writer
+        stream.close()  # type: ignore[attr-defined]
+    finally:
+        writer.close()
+        watcher.close()
+
+
+@pytest.mark.postgres
+def test_postgres_watch_is_woken_by_another_store_at_once(postgres_server):
+    with _listening(postgres_server) as (watch, _, writer):
         started = time.monotonic()
         writer.create(job("far"))
         event = next(watch)
         assert event.object["metadata"]["name"] == "far"
         assert time.monotonic() - started < 5
-        watch.close()  # type: ignore[attr-defined]
-    finally:
-        writer.close()
-        watcher.close()
+
+
+@pytest.mark.postgres
+def test_postgres_notifications_wake_only_watchers_of_the_kinds_changed(postgres_server):
+    with (
+        _listening(postgres_server, kinds=["ResourceFlavor"]) as (watch, watcher, writer),
+        consuming(watcher, watch) as (seen, waiter),
+    ):
+        writer.create(job("a-job"))
+        revision = writer.revision()
+        notifier = watcher.notifier  # type: ignore[attr-defined]
+        wait_for(lambda: notifier._latest >= revision, timeout=10, what="the job's notification")
+        assert not waiter.event.is_set()
+        writer.create(flavor("a-flavor"))
+        wait_for(lambda: seen == ["a-flavor"], timeout=10, what="the flavor, at once")
+
+
+def test_a_notice_names_its_revision_and_kinds():
+    assert notice(42, {"Pod", "Event"}) == "42 Event Pod"
+    assert parse_notice("42 Event Pod") == (42, frozenset({"Event", "Pod"}))
+    assert parse_notice("42") == (42, None)  # an older server's: wakes every watcher
+    with pytest.raises(ValueError):
+        parse_notice("not a revision")
 
 
 class _Replica:

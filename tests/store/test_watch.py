@@ -11,7 +11,7 @@ import pytest
 
 from muster.store import Store, TooOld, WatchEvent, open_store
 from muster.testing import wait_for
-from tests.store.factories import flavor, job
+from tests.store.factories import consuming, flavor, job
 
 
 def collect(store: Store, **kwargs) -> list[WatchEvent]:
@@ -165,6 +165,28 @@ class TestLive:
         t.join(timeout=10)
         assert not t.is_alive(), "close() from another thread must end a blocked next()"
         assert [e.object["metadata"]["name"] for e in seen] == [f"j{i}" for i in range(5)]
+
+    def test_commits_up_to_the_floor_do_not_wake_the_watch(self, store: Store):
+        # A cache's follower holds the manager's commits once they are handed to it: a commit
+        # its floor covers wakes it for nothing, one past its floor wakes it.
+        floor = [store.revision()]
+        with consuming(store, store.watch(since=floor[0], floor=lambda: floor[0])) as (seen, waiter):
+            floor[0] += 1  # handed over as it commits (notify() runs within create())
+            store.create(job("mine"))
+            assert not waiter.event.is_set()
+            store.create(job("theirs"))
+            wait_for(lambda: seen == ["theirs"], timeout=10, what="the change past the floor")
+        assert seen == ["theirs"]
+
+    def test_commits_of_other_kinds_do_not_wake_the_watch(self, store: Store):
+        with consuming(store, store.watch(since=store.revision(), kinds=["ResourceFlavor"])) as (
+            seen,
+            waiter,
+        ):
+            store.create(job("a-job"))
+            assert not waiter.event.is_set()
+            store.create(flavor("a-flavor"))
+            wait_for(lambda: seen == ["a-flavor"], timeout=10, what="the flavor")
 
     def test_sees_writes_of_another_process(self, store: Store, store_url: str):
         w = store.watch(since=store.revision(), timeout=20)
