@@ -13,6 +13,10 @@ with the same jobs:
 * CPU per job: CPU seconds the daemons spent during the throughput run, with everything they
   started and reaped (Muster's server with its shims and the jobs; slurmctld and slurmd with
   slurmstepd and the jobs), divided by N: what bounds throughput on a busy machine;
+* host CPU stolen: the share of the machine's CPU time its hypervisor gave to other guests
+  during the throughput run (``/proc/stat``'s steal; 0 on bare metal). On a shared virtual
+  machine the same code's throughput varies with it by a third and more, so compare runs
+  only where it was low;
 * idle latency: one job at a time on the idle cluster (``--latency-jobs``), submit (just
   before the client call: the SDK's request, the ``sbatch`` command) to the moment the job's
   process wrote its start time (``date +%s.%N``), p50 and p99;
@@ -38,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cpu_meter import CpuMeter
+from cpu_meter import CpuMeter, HostSteal
 from slurm_local import GRES, LocalSlurm, SlurmUnavailable
 
 from muster.sdk.client import Client
@@ -47,6 +51,7 @@ from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_p
 from muster.testing.up import MusterUp
 
 Figures = dict[str, float]
+STOLEN = "host CPU stolen (%)"  # the run's conditions, not a figure of the system: no ratio
 
 
 def main() -> None:
@@ -161,6 +166,7 @@ def _muster_throughput(args: argparse.Namespace, client: Client, meter: CpuMeter
     watcher = threading.Thread(target=follow, daemon=True)
     watcher.start()
     cpu = meter.seconds()
+    steal = HostSteal()
     started = time.time()
     for first in range(0, args.jobs, args.batch):
         client.apply([_job(n, ["true"]) for n in names[first : first + args.batch]])
@@ -172,7 +178,11 @@ def _muster_throughput(args: argparse.Namespace, client: Client, meter: CpuMeter
     failed = sum(1 for j in client.list("TrainingJob")["items"] if _state(j) == "Failed")
     if failed:
         print(f"  warning: {failed} jobs failed")
-    return {"throughput (jobs/s)": args.jobs / wall, "CPU per job (ms)": 1000 * cpu / args.jobs}
+    return {
+        "throughput (jobs/s)": args.jobs / wall,
+        "CPU per job (ms)": 1000 * cpu / args.jobs,
+        STOLEN: steal.percent() or 0.0,
+    }
 
 
 def _job(name: str, command: list[str], replicas: int = 1) -> dict[str, Any]:
@@ -201,6 +211,7 @@ def _slurm(args: argparse.Namespace, slurm: LocalSlurm) -> Figures:
     marks = Path(tempfile.mkdtemp(prefix="muster-slurm-marks-"))
     try:
         cpu = slurm.meter.seconds()
+        steal = HostSteal()
         started = time.time()
         array = f"--array=0-{args.jobs - 1}"
         slurm.run(["sbatch", array, f"--gres={GRES}:1", "-c1", "-o", "/dev/null", "--wrap", "true"])
@@ -211,6 +222,7 @@ def _slurm(args: argparse.Namespace, slurm: LocalSlurm) -> Figures:
         figures: Figures = {
             "throughput (jobs/s)": args.jobs / wall,
             "CPU per job (ms)": 1000 * cpu / args.jobs,
+            STOLEN: steal.percent() or 0.0,
         }
         latencies = []
         for i in range(args.latency_jobs):
@@ -289,7 +301,9 @@ def _report(args: argparse.Namespace, results: dict[str, list[Figures]]) -> None
         for n in names:
             if n == "slurm":
                 continue
-            ratios = ", ".join(f"{f} {medians[n][f] / medians['slurm'][f]:.2f}" for f in figures)
+            ratios = ", ".join(
+                f"{f} {medians[n][f] / medians['slurm'][f]:.2f}" for f in figures if f != STOLEN
+            )
             print(f"  {n}: {ratios}")
 
 
