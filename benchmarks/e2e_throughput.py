@@ -123,7 +123,7 @@ def _muster(args: argparse.Namespace, store_url: str | None) -> Figures:
         with MusterUp(home, extra_args=extra) as up, Client(up.url, up.token, timeout=120) as client:
             assert up.proc is not None
             meter.add(up.proc.pid)  # its shims and their jobs are born into the meter's cgroup
-            figures = _muster_throughput(args, client, meter)
+            figures = muster_throughput(args, client, meter)
             marks = home / "marks"
             marks.mkdir()
             latencies = []
@@ -147,7 +147,10 @@ def _muster(args: argparse.Namespace, store_url: str | None) -> Figures:
     return figures
 
 
-def _muster_throughput(args: argparse.Namespace, client: Client, meter: CpuMeter) -> Figures:
+def muster_throughput(args: argparse.Namespace, client: Client, meter: CpuMeter) -> Figures:
+    """``args.jobs`` one-pod ``true`` jobs applied ``args.batch`` at a time through ``client``:
+    jobs/s from the first apply to the last job finished (seen on a watch), the CPU ``meter``
+    counted per job, and the host's steal meanwhile (also benchmarks/throughput_ab.py's run)."""
     names = [f"job-{i:05d}" for i in range(args.jobs)]
     done = threading.Event()
     finished: set[str] = set()

@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=60, help="latency jobs per server")
     parser.add_argument("--burst", type=int, default=0, help="one-pod true jobs run first on each server")
     args = parser.parse_args()
-    trees = [_tree(t) for t in args.tree]
+    trees = [parse_tree(t) for t in args.tree]
     postgres = start_postgres() if args.store == "postgresql" else None
     servers: list[Server] = []
     try:
@@ -72,7 +72,8 @@ def main() -> None:
             postgres.stop()
 
 
-def _tree(text: str) -> tuple[str, str]:
+def parse_tree(text: str) -> tuple[str, str]:
+    """``LABEL=PATH`` of a checkout of this repository, as (label, absolute path)."""
     label, sep, path = text.partition("=")
     root = Path(path).resolve()
     if not sep or not (root / "muster" / "__init__.py").is_file():
@@ -80,8 +81,9 @@ def _tree(text: str) -> tuple[str, str]:
     return label, str(root)
 
 
-def _start(label: str, root: str, postgres: PostgresServer | None) -> Server:
-    home = Path(tempfile.mkdtemp(prefix=f"muster-{label}-"))
+def up_from(root: str, home: Path, postgres: PostgresServer | None) -> MusterUp:
+    """``muster up --fake-gpus 8`` of the checkout at ``root`` (first on its ``PYTHONPATH``),
+    on SQLite in ``home`` or on a new database of ``postgres``, started."""
     url = postgres.create_database() if postgres is not None else f"sqlite:///{home}/muster.db"
     os.environ["PYTHONPATH"] = root  # MusterUp passes this process's environment on
     try:
@@ -89,6 +91,12 @@ def _start(label: str, root: str, postgres: PostgresServer | None) -> Server:
         up.start(timeout=120)
     finally:
         del os.environ["PYTHONPATH"]
+    return up
+
+
+def _start(label: str, root: str, postgres: PostgresServer | None) -> Server:
+    home = Path(tempfile.mkdtemp(prefix=f"muster-{label}-"))
+    up = up_from(root, home, postgres)
     marks = home / "marks"
     marks.mkdir()
     return label, up, Client(up.url, up.token, timeout=60), marks
