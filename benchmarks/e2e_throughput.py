@@ -51,6 +51,7 @@ from muster.testing.postgres import PostgresServer, PostgresUnavailable, start_p
 from muster.testing.up import MusterUp
 
 Figures = dict[str, float]
+THROUGHPUT = "throughput (jobs/s)"
 STOLEN = "host CPU stolen (%)"  # the run's conditions, not a figure of the system: no ratio
 
 
@@ -182,7 +183,7 @@ def muster_throughput(args: argparse.Namespace, client: Client, meter: CpuMeter)
     if failed:
         print(f"  warning: {failed} jobs failed")
     return {
-        "throughput (jobs/s)": args.jobs / wall,
+        THROUGHPUT: args.jobs / wall,
         "CPU per job (ms)": 1000 * cpu / args.jobs,
         STOLEN: steal.percent() or 0.0,
     }
@@ -223,7 +224,7 @@ def _slurm(args: argparse.Namespace, slurm: LocalSlurm) -> Figures:
         wall = time.time() - started
         cpu = slurm.meter.seconds() - cpu
         figures: Figures = {
-            "throughput (jobs/s)": args.jobs / wall,
+            THROUGHPUT: args.jobs / wall,
             "CPU per job (ms)": 1000 * cpu / args.jobs,
             STOLEN: steal.percent() or 0.0,
         }

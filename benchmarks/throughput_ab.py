@@ -24,13 +24,11 @@ import tempfile
 from pathlib import Path
 
 from cpu_meter import CpuMeter
-from e2e_throughput import STOLEN, Figures, muster_throughput
+from e2e_throughput import STOLEN, THROUGHPUT, Figures, muster_throughput
 from latency_side_by_side import parse_tree, up_from
 
 from muster.sdk.client import Client
 from muster.testing.postgres import PostgresServer, start_postgres
-
-THROUGHPUT = "throughput (jobs/s)"
 
 
 def main() -> None:
@@ -78,20 +76,21 @@ def _summary(args: argparse.Namespace, runs: dict[str, list[Figures]]) -> None:
     print(
         f"\n{args.store}, {args.jobs} jobs a run; counted: runs with under {args.quiet:g}% of the CPU stolen"
     )
-    medians: dict[str, float] = {}
-    for label, figures in runs.items():
-        quiet = [f[THROUGHPUT] for f in figures if f[STOLEN] < args.quiet]
-        if quiet:
-            medians[label] = statistics.median(quiet)
-    base = medians.get(next(iter(runs)))  # the first checkout's, the others are compared to it
+    quiet = {
+        label: [f[THROUGHPUT] for f in figures if f[STOLEN] < args.quiet] for label, figures in runs.items()
+    }
+    first = quiet[next(iter(runs))]  # the others are compared to the first checkout
+    base = statistics.median(first) if first else None
     for label, figures in runs.items():
         every = ", ".join(f"{f[THROUGHPUT]:.1f} ({f[STOLEN]:.1f}%)" for f in figures)
-        if label not in medians:
+        if not quiet[label]:
             print(f"{label:<12} no quiet run; all (stolen): {every}")
             continue
-        counted = sum(1 for f in figures if f[STOLEN] < args.quiet)
-        ratio = f", {medians[label] / base:.3f}x the first" if base else ""
-        print(f"{label:<12} {medians[label]:.1f} jobs/s (median of {counted}{ratio}); all (stolen): {every}")
+        median = statistics.median(quiet[label])
+        ratio = f", {median / base:.3f}x the first" if base else ""
+        print(
+            f"{label:<12} {median:.1f} jobs/s (median of {len(quiet[label])}{ratio}); all (stolen): {every}"
+        )
 
 
 if __name__ == "__main__":
