@@ -237,11 +237,16 @@ class Cache:
             self._dirty = True
             self._signal()
 
-    def requeue(self, keys: Iterable[Key]) -> None:
-        """Report ``keys`` as changed again on the next :meth:`take_changes` (changes a pass
-        took early for its later steps, which its earlier steps have not looked at yet)."""
+    def requeue(self, changes: dict[Key, Obj | None]) -> None:
+        """Report ``changes`` (what :meth:`take_changes` gave) as changed again on the next
+        :meth:`take_changes`: changes a pass took early for its later steps, which its earlier
+        steps have not looked at yet. A deleted object comes back with its last state, as it
+        was taken: without it, nothing would tell whose it was (a pod's owner)."""
         with self._lock:
-            self._changed.update(keys)
+            self._changed.update(changes)
+            for key, obj in changes.items():
+                if obj is not None and key not in self._deleted and key not in self._objects.get(key[0], ()):
+                    self._deleted[key] = obj
             self._dirty = True
             self._signal()
 

@@ -387,6 +387,10 @@ class Manager:
         forced: set[Key] = set()
         ctx.cache.drip(_BACKLOG_SLICE)
         changed = ctx.cache.take_changes(forced)
+        # Jobs, services, workflows and Ray clusters naming a PriorityClass that did not exist
+        # wait for it; none of them is its owner, so its arrival is a look at everything (a
+        # rare, administrator's change) rather than a wait for the periodic resync.
+        full = full or any(k[0] == "PriorityClass" for k in changed)
         for key in ctx.timers.due(now):
             changed.setdefault(key, ctx.cache.get(key[0], key[2], key[1] or None))
             forced.add(key)
@@ -403,7 +407,7 @@ class Manager:
             self._next_resync = now + self.config.resync_seconds
             for seen in (self._jobs_seen, self._workloads_seen, self._scheduler_seen, self._experiments_seen):
                 seen.prune(ctx.cache)
-        taken: set[Key] = set()
+        taken: dict[Key, Obj | None] = {}
         if any(c.final and c.reason is PodReason.NODE_LOST for c in reports):
             # Maybe lost with its node: the nodes first, so the executor knows which are gone.
             self.nodes.sync()
@@ -513,12 +517,14 @@ class Manager:
             # A finished pod asks the executor for something only as it changes (a stop it
             # asked for is done, a casualty to evict); the full resync looks at all of them.
             self.executor.sync([*ctx.cache.list_live("Pod"), *_finished_pods(ctx.cache, changed)])
+            # a deleted pod's last state is among the changes: the executor asks the cache
+            self.executor.stop_deleted({(k[1], k[2]) for k in changed if k[0] == "Pod"})
         self.events.sweep(now)
         # Changes taken early were seen by the steps after the one that made them, not by the
         # steps before it: those look at them on the next pass (the others skip what they saw).
         ctx.cache.requeue(taken)
 
-    def _take(self, changed: dict[Key, Obj | None], taken: set[Key]) -> dict[Key, Obj | None]:
+    def _take(self, changed: dict[Key, Obj | None], taken: dict[Key, Obj | None]) -> dict[Key, Obj | None]:
         """Add what changed since the pass began (mostly its own writes) to ``changed``."""
         new = self.ctx.cache.take_changes()
         changed.update(new)

@@ -103,9 +103,15 @@ class Harness:
         self.manager.stop()
 
 
-@pytest.fixture
-def harness(sqlite_store: Store, tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(sqlite_store, tmp_path / "home")
+# "full": every pass a full resync (each pass looks at everything); "incremental": only the
+# first pass is, so a controller that acts only when the periodic resync looks again, not on
+# the change that asked for it (the server's resync is 10 s), fails here.
+HARNESS_MODES = {"full": 0, "incremental": 3600}
+
+
+@pytest.fixture(params=list(HARNESS_MODES))
+def harness(request: pytest.FixtureRequest, sqlite_store: Store, tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(sqlite_store, tmp_path / "home", resync_seconds=HARNESS_MODES[request.param])
     yield h
     h.close()
 

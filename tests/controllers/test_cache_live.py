@@ -37,6 +37,32 @@ def test_list_live_follows_each_objects_latest_state(sqlite_store: Store):
     assert cache.list_live("TrainingJob") == []
 
 
+def test_a_requeued_deletion_keeps_the_last_state(sqlite_store: Store):
+    """A change taken early and requeued for the steps that ran before it: a deletion comes
+    back with the object's last state, so those steps can tell whose it was."""
+    cache = _cache(sqlite_store)
+    a = sqlite_store.create(training_job("a"))
+    b = sqlite_store.create(training_job("b"))
+    cache.observe(a)
+    cache.observe(b)
+    cache.take_changes()
+    cache.forget(sqlite_store.delete("TrainingJob", "a", "default"))
+    taken = cache.take_changes()
+    assert taken[("TrainingJob", "default", "a")]["metadata"]["uid"] == a["metadata"]["uid"]
+    # b, requeued with an older state than the cache holds, comes back as the cache holds it
+    cache.observe(sqlite_store.update_status({**b, "status": {"done": True}}))
+    cache.requeue({**taken, ("TrainingJob", "default", "b"): b})
+    again = cache.take_changes()
+    assert again[("TrainingJob", "default", "a")]["metadata"]["uid"] == a["metadata"]["uid"]
+    assert again[("TrainingJob", "default", "b")]["status"] == {"done": True}
+    # a key re-created since it was taken is the new object, not the deleted one's last state
+    cache.requeue(again)
+    fresh = sqlite_store.create(training_job("a"))
+    cache.observe(fresh)
+    latest = cache.take_changes()[("TrainingJob", "default", "a")]
+    assert latest["metadata"]["uid"] == fresh["metadata"]["uid"]
+
+
 def test_a_relist_rebuilds_the_live_index(sqlite_store: Store):
     sqlite_store.create(training_job("a"))
     done = sqlite_store.create(training_job("b"))

@@ -104,6 +104,9 @@ def test_exit_code_policy(harness: Harness):
     h.settle(lambda: h.has("TrainingJob", "perm", "Failed") and h.has("TrainingJob", "sig", "Restarting"))
     assert "exit codes 1-127 are permanent" in h.condition("TrainingJob", "perm", "Failed")["message"]
     assert "(exit code 143)" in h.condition("TrainingJob", "sig", "Restarting")["message"]
+    # The failed replica is deleted as the restart decides; that deletion is what brings the job
+    # back to start its next run (incremental passes: at once, not at the next full resync).
+    h.settle(lambda: h.rt.started.count("default/sig-worker-0") == 2, passes=6)
 
 
 def test_active_deadline_fails_the_job_and_stops_its_pods(harness: Harness):

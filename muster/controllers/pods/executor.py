@@ -251,6 +251,19 @@ class PodExecutor:
             if uid not in known and uid not in self._stopping:
                 self._stop(ref, None, StopReason.STOPPED)
 
+    def stop_deleted(self, names: set[tuple[str, str]]) -> None:
+        """Stop the processes of the pods among ``names`` ((namespace, name): pods that changed)
+        that are gone from the store, at once rather than at the next full resync's
+        :meth:`stop_orphans`."""
+        if not names:
+            return
+        for uid, ref in list(self._tracked.items()):
+            if (ref.namespace, ref.name) not in names or uid in self._stopping:
+                continue
+            pod = self.ctx.cache.get("Pod", ref.name, ref.namespace or None)
+            if pod is None or pod["metadata"].get("uid") != uid:
+                self._stop(ref, None, StopReason.STOPPED)
+
     def _start(self, pod: Obj) -> None:
         marked = self._mark_started(pod)
         if marked is None:

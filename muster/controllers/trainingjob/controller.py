@@ -335,7 +335,11 @@ class _Pass:
             key=lambda p: (p.get("status") or {}).get("finishTime") or "",
         )
         if failed:
-            self._failure(failed[0])
+            if self._failure(failed[0]):
+                # The whole gang stops now: this reconcile's write of the job is no news to
+                # the next pass, which would otherwise leave the survivors running until a
+                # full resync; their deletion brings the job back to start the next run.
+                self._clear(live, StopReasons.GANG_RESTART)
         elif self._succeeded(live):
             self._move(JobPhase.SUCCEEDED, "Succeeded", "the job's training completed")
             self.status["completionTime"] = iso(self.now)
@@ -519,7 +523,9 @@ class _Pass:
             return any(phase(p) == "Succeeded" for p in workers)
         return bool(workers) and all(phase(p) == "Succeeded" for p in workers)
 
-    def _failure(self, pod: Obj) -> None:
+    def _failure(self, pod: Obj) -> bool:
+        """Decide what the failure of ``pod`` does to the job: fail it, or restart the gang
+        (True)."""
         labels = pod["metadata"].get("labels") or {}
         rtype = _TYPE_OF_LABEL.get(str(labels.get(REPLICA_TYPE_LABEL)), "Worker")
         policy = (self.job["spec"]["replicaSpecs"].get(rtype) or {}).get("restartPolicy", "OnFailure")
@@ -530,24 +536,27 @@ class _Pass:
         )
         if never_ran:
             self._fail("ReplicaFailed", f"{what} (it could not start; a retry would fail the same way)")
-        elif policy == "Never":
+            return False
+        if policy == "Never":
             self._fail("ReplicaFailed", f"{what} (restartPolicy Never)")
-        elif policy == "ExitCode" and code is not None and 1 <= code <= 127:
+            return False
+        if policy == "ExitCode" and code is not None and 1 <= code <= 127:
             self._fail("ReplicaFailed", f"{what} (restartPolicy ExitCode: exit codes 1-127 are permanent)")
-        else:
-            restarts = int(self.status.get("restartCount") or 0)
-            limit = (self.job["spec"].get("runPolicy") or {}).get("backoffLimit")
-            if limit is not None and restarts >= limit:
-                self._fail(
-                    "BackoffLimitExceeded",
-                    f"the gang was restarted {restarts} time(s) and backoffLimit is {limit}; "
-                    f"last failure: {what}",
-                )
-                return
-            self.status["restartCount"] = restarts + 1
-            self._move(JobPhase.RESTARTING, "Restarting", f"gang restart {restarts + 1}: {what}")
-            replicas = sum(int(r.get("replicas", 1) or 0) for r in self.job["spec"]["replicaSpecs"].values())
-            self.ctx.metrics.pod_restarts.labels(self.ns).inc(replicas)
+            return False
+        restarts = int(self.status.get("restartCount") or 0)
+        limit = (self.job["spec"].get("runPolicy") or {}).get("backoffLimit")
+        if limit is not None and restarts >= limit:
+            self._fail(
+                "BackoffLimitExceeded",
+                f"the gang was restarted {restarts} time(s) and backoffLimit is {limit}; "
+                f"last failure: {what}",
+            )
+            return False
+        self.status["restartCount"] = restarts + 1
+        self._move(JobPhase.RESTARTING, "Restarting", f"gang restart {restarts + 1}: {what}")
+        replicas = sum(int(r.get("replicas", 1) or 0) for r in self.job["spec"]["replicaSpecs"].values())
+        self.ctx.metrics.pod_restarts.labels(self.ns).inc(replicas)
+        return True
 
     # -- ends ----------------------------------------------------------------------------------
 
