@@ -182,13 +182,21 @@ def test_a_preempted_job_checkpoints_waits_and_resumes(up: MusterUp, tmp_path: P
     assert f"checkpoint ckpt-{saved:08d}.pt found" in cli(home, "why", "job/ddp").stdout
 
 
-def test_why_a_job_failed_names_the_replica_its_exit_code_and_its_log(up: MusterUp):
+def test_why_a_job_failed_names_the_replica_its_exit_code_and_its_log(up: MusterUp, tmp_path: Path):
+    # Rank 1 fails only once rank 0 of the same attempt has written its line: the restart
+    # stops the gang in the pass that sees rank 1 fail, so under load rank 0 could be stopped
+    # before its interpreter printed anything, and the previous logs below would lack it.
     script = (
-        "import os, sys\n"
-        "print('attempt', os.environ['MUSTER_RESTART_COUNT'], 'rank', os.environ['RANK'], flush=True)\n"
-        "if os.environ['RANK'] == '1':\n"
-        "    print('ValueError: the data shard is empty', flush=True); sys.exit(3)\n"
-        "import time; time.sleep(600)\n"
+        "import os, sys, time\n"
+        "attempt, rank = os.environ['MUSTER_RESTART_COUNT'], os.environ['RANK']\n"
+        "print('attempt', attempt, 'rank', rank, flush=True)\n"
+        f"mark = os.path.join({str(tmp_path)!r}, 'rank0-' + attempt)\n"
+        "if rank == '0':\n"
+        "    open(mark, 'w').close(); time.sleep(600)\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not os.path.exists(mark) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "print('ValueError: the data shard is empty', flush=True); sys.exit(3)\n"
     )
     with Client(up.url, up.token) as client:
         client.apply([python_job("flaky", script, workers=2, run_policy={"backoffLimit": 1})])
