@@ -4,23 +4,26 @@ restarts, revisions and the canary split, preemption rules and garbage collectio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
 from muster.api.labels import SERVING_PORT_ANNOTATION
 from muster.gateway.table import ReplicaLoad, RevisionLoad, Route
-from tests.controllers.conftest import Harness, job
+from tests.controllers.conftest import HARNESS_MODES, Harness, job
 
 Obj = dict[str, Any]
 
 
 class FakePlane:
     """The gateway as the controller sees it: the test says which replicas are ready and what
-    demand each revision has; ``routes`` is what the controller last handed over."""
+    demand each revision has; ``routes`` is what the controller last handed over. As the
+    gateway does, it pokes the control plane when a replica's readiness changes or a request
+    is held (``set_ready``, ``hold``); the rest the controller reads at its ticks."""
 
     def __init__(self) -> None:
+        self.poke: Callable[[str, str], None] = lambda _ns, _name: None
         self.routes: list[Route] = []
         self.ready: set[str] = set()
         self.inflight: dict[str, int] = {}
@@ -33,6 +36,18 @@ class FakePlane:
 
     def apply(self, routes: Sequence[Route]) -> None:
         self.routes = list(routes)
+
+    def set_ready(self, names: set[str], ready: bool = True) -> None:
+        self.ready = self.ready | names if ready else self.ready - names
+        self._poke_all()
+
+    def hold(self, revision: str, requests: int) -> None:
+        self.held[revision] = requests
+        self._poke_all()
+
+    def _poke_all(self) -> None:
+        for route in self.routes:
+            self.poke(route.namespace, route.name)
 
     def advance(self, seconds: float) -> None:
         for rev, value in self.demand.items():
@@ -91,10 +106,12 @@ def isvc(name: str = "llm", **spec: Any) -> Obj:
     }
 
 
-@pytest.fixture
-def h(sqlite_store, tmp_path):
-    harness = Harness(sqlite_store, tmp_path / "home")
+@pytest.fixture(params=list(HARNESS_MODES))
+def h(request, sqlite_store, tmp_path):
+    harness = Harness(sqlite_store, tmp_path / "home", resync_seconds=HARNESS_MODES[request.param])
     plane = FakePlane()
+    cache = harness.manager.ctx.cache
+    plane.poke = lambda ns, name: cache.mark([("InferenceService", ns, name)])
     harness.manager.serving.attach(plane, "http://127.0.0.1:7071")
     harness.plane = plane  # type: ignore[attr-defined]
     yield harness
@@ -112,7 +129,7 @@ def serve_ready(h: Harness) -> None:
     """Run every pod and pass every replica's readiness probe."""
     h.rt.run_all()
     h.settle()
-    h.plane.ready |= set(h.plane.backends())  # type: ignore[attr-defined]
+    h.plane.set_ready(set(h.plane.backends()))  # type: ignore[attr-defined]
     h.settle()
 
 
@@ -216,7 +233,7 @@ def test_scale_to_zero_after_the_idle_delay_and_back_when_a_request_waits(h):
     assert s["desiredReplicas"] == 0 and s["replicas"] == []
     assert {c["type"]: c["reason"] for c in s["conditions"]}["PredictorReady"] == "ScaledToZero"
     # a request held at the gateway: one replica at once, without waiting for the tick
-    h.plane.held["llm-00001"] = 1
+    h.plane.hold("llm-00001", 1)
     h.manager.ctx.cache.mark([("InferenceService", "default", "llm")])
     h.clock.advance(0.1)
     h.settle()
@@ -230,7 +247,7 @@ def test_a_replica_that_exits_is_restarted_on_its_admission_with_backoff(h):
     serve_ready(h)
     first = h.pods()["llm-00001-0"]
     h.rt.exit("default/llm-00001-0", 137, message="killed")
-    h.plane.ready.discard("llm-00001-0")
+    h.plane.set_ready({"llm-00001-0"}, ready=False)
     h.settle()
     pod = h.pods()["llm-00001-0"]
     assert pod["metadata"]["uid"] != first["metadata"]["uid"]
