@@ -634,15 +634,16 @@ class Manager:
                 return True
             if kind == "Pod" and (obj is None or is_final(obj) or obj["metadata"].get("deletionTimestamp")):
                 return True
-            if kind == "Pod" and self._grows_once_running(obj):
+            if kind == "Pod" and self._may_grow(obj):
                 return True
         return False
 
-    def _grows_once_running(self, pod: Obj) -> bool:
-        """A running pod of an elastic Workload below its full size: the gang it completes may
-        grow now (growth waits for the gang to run: muster.controllers.scheduling.elastic)."""
+    def _may_grow(self, pod: Obj) -> bool:
+        """A pod of an elastic Workload below its full size: once its gang runs, the Workload
+        may grow; until then the cycle says why not (GangStarting), so that a starting gang's
+        reason is written as its pods appear (muster.controllers.scheduling.elastic)."""
         owner = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
-        if not owner or (pod.get("status") or {}).get("phase") != "Running":
+        if not owner:
             return False
         wl = self.ctx.cache.get("Workload", owner, pod["metadata"].get("namespace") or None)
         return wl is not None and below_full_size(wl)

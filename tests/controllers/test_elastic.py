@@ -65,10 +65,7 @@ def test_a_job_admitted_small_grows_back_when_capacity_returns(harness: Harness)
     h.settle(lambda: len(h.rt.pods_by_uid) == 3)
     assert admitted_workers(h, "train") == 2
     h.settle()
-    if h.manager.config.resync_seconds == 0:
-        # Why it is not larger yet is the scheduler's cycle's to write, and the cycle runs on
-        # changes to what it schedules, not to a starting gang's pods: a full pass has it.
-        assert held(h, "train") == "GangStarting"  # a gang still starting is never restarted
+    assert held(h, "train") == "GangStarting"  # a gang still starting is never restarted
     h.rt.run_all()
     h.settle(lambda: h.has("TrainingJob", "train", "Running"))
     h.settle()
