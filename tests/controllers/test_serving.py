@@ -11,7 +11,7 @@ import pytest
 
 from muster.api.labels import SERVING_PORT_ANNOTATION
 from muster.gateway.table import ReplicaLoad, RevisionLoad, Route
-from tests.controllers.conftest import HARNESS_MODES, Harness, job
+from tests.controllers.conftest import Harness, job
 
 Obj = dict[str, Any]
 
@@ -106,16 +106,15 @@ def isvc(name: str = "llm", **spec: Any) -> Obj:
     }
 
 
-@pytest.fixture(params=list(HARNESS_MODES))
-def h(request, sqlite_store, tmp_path):
-    harness = Harness(sqlite_store, tmp_path / "home", resync_seconds=HARNESS_MODES[request.param])
+@pytest.fixture
+def h(harness: Harness) -> Harness:
+    """The shared harness (both of its modes) serving through a FakePlane."""
     plane = FakePlane()
     cache = harness.manager.ctx.cache
     plane.poke = lambda ns, name: cache.mark([("InferenceService", ns, name)])
     harness.manager.serving.attach(plane, "http://127.0.0.1:7071")
     harness.plane = plane  # type: ignore[attr-defined]
-    yield harness
-    harness.close()
+    return harness
 
 
 def tick(h: Harness, seconds: float = 2.0, passes: int = 1) -> None:
@@ -233,8 +232,7 @@ def test_scale_to_zero_after_the_idle_delay_and_back_when_a_request_waits(h):
     assert s["desiredReplicas"] == 0 and s["replicas"] == []
     assert {c["type"]: c["reason"] for c in s["conditions"]}["PredictorReady"] == "ScaledToZero"
     # a request held at the gateway: one replica at once, without waiting for the tick
-    h.plane.hold("llm-00001", 1)
-    h.manager.ctx.cache.mark([("InferenceService", "default", "llm")])
+    h.plane.hold("llm-00001", 1)  # the gateway pokes the control plane
     h.clock.advance(0.1)
     h.settle()
     assert status(h)["desiredReplicas"] == 1
