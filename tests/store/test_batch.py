@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from muster.store import Conflict, NotFound, Store, open_store
+from muster.store import Conflict, NotFound, Store, open_store, tx
 from muster.store.capabilities import UNKNOWN, Batching
 from muster.store.listen import notice, parse_notice
 from muster.testing import wait_for
@@ -34,33 +34,59 @@ def test_writes_are_answered_at_once_and_visible_at_commit(store: Store):
     assert store.revision() == before + 2
 
 
+@pytest.mark.parametrize("at_once", [True, False], ids=["one-statement", "by-table"])
 @pytest.mark.parametrize("count", [1, 4, 5, 30])
-def test_every_row_of_a_batch_is_written_however_many(store: Store, count: int):
-    """Any number of inserts, updates and deletes in one batch (the statements take a shape by
-    row count on PostgreSQL: one multi-row INSERT, row by row, or executemany)."""
+def test_every_row_of_a_batch_is_written_however_many(
+    store: Store, count: int, at_once: bool, monkeypatch: pytest.MonkeyPatch
+):
+    """Any number of inserts, updates and deletes in one batch. On PostgreSQL a batch's writes
+    go as one statement (Driver.write_at_once) or, when they are too many for one, a statement
+    per table whose shape depends on the row count (one multi-row INSERT, row by row, or
+    executemany)."""
+    if not at_once:
+        monkeypatch.setattr(tx, "_PG_PARAMS_AT_ONCE", 0)
+    many = spy(monkeypatch, tx.Driver, "many")
     for i in range(count):
         store.create(job(f"old-{i}"))
     since = store.revision()
+    many.clear()
     batch = store.batch()  # type: ignore[attr-defined]
     made = [batch.create(job(f"new-{i}")) for i in range(count)]
     changed = []
-    for i in range(count):
+    for i in range(1, count):
         obj = copy.deepcopy(store.get("TrainingJob", f"old-{i}", "default"))
         obj["spec"]["note"] = f"changed {i}"
         changed.append(batch.update(obj))
     batch.delete("TrainingJob", "new-0", "default")
+    batch.delete("TrainingJob", "old-0", "default")
     batch.commit()
+    if store.engine.dialect.name == "postgresql":  # type: ignore[attr-defined]
+        assert bool(many) is not at_once
     names = sorted(o["metadata"]["name"] for o in store.list("TrainingJob").items)
-    assert names == sorted([f"old-{i}" for i in range(count)] + [f"new-{i}" for i in range(1, count)])
+    assert names == sorted([f"old-{i}" for i in range(1, count)] + [f"new-{i}" for i in range(1, count)])
     assert [store.get("TrainingJob", o["metadata"]["name"], "default") for o in changed] == changed
     assert [store.get("TrainingJob", o["metadata"]["name"], "default") for o in made[1:]] == made[1:]
     events = list(store.watch(since=since, timeout=0.5))
     kinds = sorted((e.type, e.object["metadata"]["name"]) for e in events)
     assert kinds == sorted(
         [("ADDED", f"new-{i}") for i in range(count)]  # new-0 too: created, then deleted
-        + [("MODIFIED", f"old-{i}") for i in range(count)]
-        + [("DELETED", "new-0")]
+        + [("MODIFIED", f"old-{i}") for i in range(1, count)]
+        + [("DELETED", "new-0"), ("DELETED", "old-0")]
     )
+    assert store.revision() == since + 2 * count + 1
+
+
+def spy(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[tuple[Any, ...]]:
+    """The calls of ``owner.name`` from now on (it still runs)."""
+    calls: list[tuple[Any, ...]] = []
+    real = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
 
 
 def test_an_object_read_in_a_batch_is_not_read_again_to_write_it(
