@@ -377,8 +377,7 @@ class Driver:
             values.extend(v for row in updates for v in row)
         for name, statement, rows in (("i", "insert", inserts), ("l", "log", log)):
             if rows:
-                head, _, one = self.sql[statement].partition(" VALUES ")
-                clauses.append(f"{name} AS ({head} VALUES {', '.join([one] * len(rows))})")
+                clauses.append(f"{name} AS ({self._rows_insert(statement, len(rows))})")
                 values.extend(v for row in rows for v in row)
         clauses.append(f"r AS ({self.sql['set_revision']})")
         values.append(revision)
@@ -405,11 +404,9 @@ class Driver:
             if not self.postgres:
                 cur.executemany(sql, rows)
             elif statement in ("insert", "log"):
-                head, _, one = sql.partition(" VALUES ")
                 for start in range(0, len(rows), _PG_ROWS_PER_INSERT):
                     chunk = rows[start : start + _PG_ROWS_PER_INSERT]
-                    values = ", ".join([one] * len(chunk))
-                    cur.execute(f"{head} VALUES {values}", [v for r in chunk for v in r])
+                    cur.execute(self._rows_insert(statement, len(chunk)), [v for r in chunk for v in r])
             elif len(rows) <= _PG_ONE_BY_ONE:
                 for row in rows:
                     cur.execute(sql, row)
@@ -417,6 +414,11 @@ class Driver:
                 cur.executemany(sql, rows)
         finally:
             cur.close()
+
+    def _rows_insert(self, statement: str, count: int) -> str:
+        """The INSERT ``statement`` ("insert" or "log") of ``count`` rows in one statement."""
+        head, _, one = self.sql[statement].partition(" VALUES ")
+        return f"{head} VALUES {', '.join([one] * count)}"
 
 
 @functools.cache

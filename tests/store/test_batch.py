@@ -76,13 +76,15 @@ def test_every_row_of_a_batch_is_written_however_many(
     assert store.revision() == since + 2 * count + 1
 
 
-def spy(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[tuple[Any, ...]]:
-    """The calls of ``owner.name`` from now on (it still runs)."""
+def spy(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[tuple[Any, ...]]:
+    """The positional arguments of each call of ``owner.name`` from now on (it still runs);
+    ``owner`` a class (its instances' calls, without ``self``) or one object."""
     calls: list[tuple[Any, ...]] = []
     real = getattr(owner, name)
+    unbound = isinstance(owner, type)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[1:])
+        calls.append(args[1:] if unbound else args)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, wrapper)
@@ -247,17 +249,9 @@ class _Replica:
         self.commits.append((since, revision, [(c[0], c[1], c[3], c[4]) for c in changes]))
 
 
-def _counting_loads(batch: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
-    driver = batch.tx().driver
-    loads: list[tuple[str, str, str | None]] = []
-    real = driver.load
-
-    def counted(kind: str, name: str, namespace: str | None) -> object:
-        loads.append((kind, name, namespace))
-        return real(kind, name, namespace)
-
-    monkeypatch.setattr(driver, "load", counted)
-    return loads
+def _counting_loads(batch: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The (kind, name, namespace) of each read of the database by the batch's transaction."""
+    return spy(monkeypatch, batch.tx().driver, "load")
 
 
 def test_a_batch_reads_what_it_writes_from_a_replica_at_its_revision(
