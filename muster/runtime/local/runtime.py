@@ -59,6 +59,7 @@ from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
 from muster.runtime.local.node import apply_health, local_node, node_name
+from muster.runtime.local.removal import Remover
 from muster.runtime.local.spawn import ShimStarter, Spawned
 from muster.runtime.local.spawner import ShimProcess, Spawner
 from muster.runtime.local.tracking import (
@@ -73,7 +74,7 @@ from muster.runtime.local.tracking import (
     update_phase,
 )
 from muster.runtime.local.virtual import VirtualNodes
-from muster.runtime.local.volumes import make_links, remove_pod_volumes
+from muster.runtime.local.volumes import make_links, pod_volume_dirs, remove_pod_volumes
 
 __all__ = ["HomeInUse", "LocalRuntime", "check_home_free"]
 
@@ -158,6 +159,7 @@ class LocalRuntime(
         self._selector = selectors.DefaultSelector()
         self._spawner = Spawner(enabled=settings().shim_zygote if zygote is None else zygote)
         self._starter = ShimStarter(self._spawner)
+        self._remover = Remover()
         self._selector.register(self._starter.wake_fd, selectors.EVENT_READ, _SPAWNED)
         self._answer_socket: tuple[int, int] | None = None  # the zygote's, in the selector
         self._wake_r, self._wake_w = os.pipe()
@@ -350,18 +352,19 @@ class LocalRuntime(
             self._unwatch(c)
             _detach(c)
         del self._pods[pod.uid]
-        # The files go on the clean-up thread: the pod is forgotten already, and a runtime
+        # The files go by the remover's thread: the pod is forgotten already, and a runtime
         # restarted before they are gone re-adopts it as final, to be released again.
-        self._starter.cleanup(lambda: self._remove(record))
+        cgroups = [(Path(c.cgroup), c.cgroup_version) for c in record.containers if c.cgroup]
+        self._remover.remove(
+            [*pod_volume_dirs(self.home, record.ref.uid), record.dir],
+            # left behind only when the shim died before cleaning up
+            before=(lambda: [kill_cgroup(*cg) for cg in cgroups]) if cgroups else None,
+            after=lambda: self._remove_parents(record.dir),
+        )
 
-    def _remove(self, record: PodRecord) -> None:
-        for c in record.containers:
-            if c.cgroup:  # left behind only when the shim died before cleaning up
-                kill_cgroup(Path(c.cgroup), c.cgroup_version)
-        remove_pod_volumes(self.home, record.ref.uid)
-        shutil.rmtree(record.dir, ignore_errors=True)
+    def _remove_parents(self, pod_dir: Path) -> None:
         with self._dirs:
-            for parent in (record.dir.parent, record.dir.parent.parent):
+            for parent in (pod_dir.parent, pod_dir.parent.parent):
                 with contextlib.suppress(OSError):
                     parent.rmdir()  # only when empty
 
@@ -370,6 +373,7 @@ class LocalRuntime(
             return
         self._closed = True
         self._take_spawned(self._starter.close())
+        self._remover.close()
         for record in self._pods.values():
             for c in record.containers:
                 self._unwatch(c)
@@ -419,7 +423,7 @@ class LocalRuntime(
 
     def readopt(self) -> list[PodRef]:
         self._check_open()
-        self._starter.settle()  # a released pod's files still being removed are not to adopt
+        self._remover.settle()  # a released pod's files still being removed are not to adopt
         adopted = adopt_pods(self.dir / "pods", known=set(self._pods))
         for record in adopted:
             self._pods[record.ref.uid] = record

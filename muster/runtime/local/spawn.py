@@ -1,14 +1,14 @@
-"""Starting shims and removing released pods' files without holding up the runtime's thread.
+"""Starting shims without holding up the runtime's thread.
 
 Starting a shim is a fork in the zygote (:mod:`muster.runtime.local.spawner`), or a fork and
-exec of a Python interpreter where no zygote serves, and removing a released pod's directories
-is a handful of unlinks: each costs milliseconds, and a burst of pods would spend them one
-after the other on the one thread that runs the control plane. So :meth:`LocalRuntime.start`
-returns once the launch is recorded on disk (crash safety does not depend on the shim being
-started: a launch whose shim never started is found by readoption) and many shims start at
-once: the :class:`ShimStarter` sends the zygote its request and returns (the answer is read
-when the zygote's socket is readable), or, with no zygote, starts the interpreter on a worker
-thread; clean-ups run on a thread of their own.
+exec of a Python interpreter where no zygote serves: each costs milliseconds, and a burst of
+pods would spend them one after the other on the one thread that runs the control plane. So
+:meth:`LocalRuntime.start` returns once the launch is recorded on disk (crash safety does not
+depend on the shim being started: a launch whose shim never started is found by readoption)
+and many shims start at once: the :class:`ShimStarter` sends the zygote its request and
+returns (the answer is read when the zygote's socket is readable), or, with no zygote, starts
+the interpreter on a worker thread. (Released pods' files go by
+:mod:`muster.runtime.local.removal`.)
 
 Results come back to the runtime's thread: :meth:`ShimStarter.collect` hands over the shims
 started since the last call (the zygote's answers, and the workers', which write a byte to a
@@ -23,7 +23,6 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -50,15 +49,12 @@ class Spawned:
 
 
 class ShimStarter:
-    """Starts shims (through ``zygote`` when it serves, else on worker threads) and runs
-    clean-ups; see the module docstring. Its methods but :meth:`cleanup` are for the
-    runtime's thread."""
+    """Starts shims (through ``zygote`` when it serves, else on worker threads); see the
+    module docstring. Its methods are for the runtime's thread."""
 
     def __init__(self, zygote: Spawner, workers: int = _WORKERS) -> None:
         self._zygote = zygote
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="muster-spawn")
-        # One thread for clean-ups, so that they run in the order asked.
-        self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="muster-cleanup")
         self._done: queue.SimpleQueue[Spawned] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -92,15 +88,6 @@ class ShimStarter:
         if not self._ask(uid, files):
             self._pool.submit(self._spawn, uid, files)
 
-    def cleanup(self, action: Callable[[], None]) -> None:
-        """Run ``action`` (file removal: never raises for files already gone) on the clean-up thread."""
-        self._cleaner.submit(action)
-
-    def settle(self) -> None:
-        """Wait until every clean-up asked for so far has run."""
-        if not self._closed:
-            self._cleaner.submit(lambda: None).result()
-
     def collect(self) -> list[Spawned]:
         """The spawns finished since the last call."""
         with contextlib.suppress(BlockingIOError):
@@ -130,13 +117,12 @@ class ShimStarter:
         return out
 
     def close(self) -> list[Spawned]:
-        """Wait for every spawn and clean-up asked for; the spawns not collected yet."""
+        """Wait for every spawn asked for; the spawns not collected yet."""
         if self._closed:
             return []
         self._zygote.settle(_CLOSE_WAIT)  # the shims it was asked for are adopted or detached
         self._pool.shutdown(wait=True)
         self._closed = True
-        self._cleaner.shutdown(wait=True)
         left = self.collect()
         os.close(self._wake_r)
         os.close(self._wake_w)

@@ -39,6 +39,7 @@ __all__ = [
     "VolumePlan",
     "make_links",
     "plan_volumes",
+    "pod_volume_dirs",
     "remove_pod_volumes",
     "volume_env_name",
 ]
@@ -185,13 +186,15 @@ def make_links(mounts: Sequence[MountedVolume]) -> list[str]:
     return warnings
 
 
+def pod_volume_dirs(home: Path, uid: str) -> tuple[Path, ...]:
+    """The per-pod directories (that may exist): emptyDirs (disk and tmpfs) and default
+    working directories."""
+    return (home / "volumes" / "emptydir" / uid, home / "volumes" / "workdir" / uid, _shm_root() / uid)
+
+
 def remove_pod_volumes(home: Path, uid: str) -> None:
-    """Remove the per-pod directories: emptyDirs (disk and tmpfs) and default working directories."""
-    for directory in (
-        home / "volumes" / "emptydir" / uid,
-        home / "volumes" / "workdir" / uid,
-        _shm_root() / uid,
-    ):
+    """Remove the per-pod directories (:func:`pod_volume_dirs`)."""
+    for directory in pod_volume_dirs(home, uid):
         shutil.rmtree(directory, ignore_errors=True)
 
 
