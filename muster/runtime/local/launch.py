@@ -56,6 +56,10 @@ class ContainerPlan:
     cwd: Path
     memory_limit: int | None
     mounts: list[MountedVolume]
+    # The runtime makes ``cwd`` before the launch returns (a workingDir it cannot make is a
+    # launch error; mounts are linked into it); else it is the pod's own working directory
+    # under the home, which the shim makes (the shim makes ``cwd`` in any case).
+    make_cwd: bool = True
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,8 @@ def _plan_container(
             env[m.env_name] = str(m.directory)
     env["CUDA_VISIBLE_DEVICES"] = cuda
     argv = [expand(a, env) for a in (*c.command, *c.args)]
-    return ContainerPlan(c.name, argv, env, cwd, memory_limit, mounts), warnings
+    make_cwd = bool(c.working_dir or mounts)
+    return ContainerPlan(c.name, argv, env, cwd, memory_limit, mounts, make_cwd), warnings
 
 
 def spec_document(

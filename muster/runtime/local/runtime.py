@@ -248,8 +248,11 @@ class LocalRuntime(
         try:
             plan.volumes.create()
             for c in plan.containers:
-                c.cwd.mkdir(parents=True, exist_ok=True)
-                warnings.extend(make_links(c.mounts))
+                # The pod's own working directory is its shim's to make: a directory fewer on
+                # the control plane's thread, where each system call hands the GIL over.
+                if c.make_cwd:
+                    c.cwd.mkdir(parents=True, exist_ok=True)
+                    warnings.extend(make_links(c.mounts))
         except OSError as exc:
             remove_pod_volumes(self.home, ref.uid)
             where = f": {exc.filename}" if exc.filename else ""

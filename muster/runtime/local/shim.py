@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the shim imports this module: no typing at run time
-    from typing import Any
+    from typing import Any, BinaryIO
 
 from muster.runtime.local import procfs
 from muster.runtime.local.files import ContainerFiles, claim, read_json, write_json
@@ -191,6 +191,15 @@ class _Shim:
         spec = self.spec
         log = open(spec["log"], "ab", buffering=0)  # noqa: SIM115 - the child writes it; closed below
         try:
+            # The pod's own working directory is made here, off the control plane's thread (a
+            # workingDir of the spec was made, or refused, by the runtime already).
+            os.makedirs(spec["cwd"], exist_ok=True)
+        except OSError as exc:
+            self._not_started(
+                log, limiter, 126, f"cannot make working directory {spec['cwd']!r}: {exc.strerror or exc}"
+            )
+            return False
+        try:
             if limiter.cgroup is not None:
                 popen = _popen_in_cgroup(spec, log, limiter)
                 self.child = _Process(popen.pid, popen)
@@ -201,13 +210,17 @@ class _Shim:
             what = f"cannot run {spec['argv'][0]!r}: {exc.strerror or exc}"
             if isinstance(exc, FileNotFoundError) and not os.path.isdir(spec["cwd"]):
                 what = f"working directory {spec['cwd']!r} does not exist"
-            log.write(f"muster: {what}\n".encode())
-            log.close()
-            limiter.finish()
-            self._finish(code, message=what)
+            self._not_started(log, limiter, code, what)
             return False
         log.close()
         return True
+
+    def _not_started(self, log: BinaryIO, limiter: Limiter, code: int, what: str) -> None:
+        """The process could not be started: say why in its log and its status."""
+        log.write(f"muster: {what}\n".encode())
+        log.close()
+        limiter.finish()
+        self._finish(code, message=what)
 
     def _record_state(self, limiter: Limiter) -> None:
         assert self.child is not None

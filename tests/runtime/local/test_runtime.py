@@ -300,6 +300,15 @@ class TestLaunchErrors:
         assert not (muster_home / "run" / "local" / "pods" / "default").exists()
         assert runtime.pods() == []
 
+    def test_a_pods_own_working_dir_that_cannot_be_made_fails_the_pod_saying_why(self, runtime, muster_home):
+        # The shim makes it (off the control plane's thread): its failure is the pod's, told.
+        (muster_home / "volumes").mkdir(parents=True, exist_ok=True)
+        (muster_home / "volumes" / "workdir").write_text("not a directory")
+        final = run_pod(runtime, launch("ownwd", Container("main", ("true",))))
+        assert final.phase == PodPhase.FAILED and final.exit_code == 126
+        assert "cannot make working directory" in final.message and "Not a directory" in final.message
+        assert "muster: cannot make working directory" in "".join(runtime.logs(final.ref))
+
     def test_a_working_dir_that_cannot_be_made_is_a_launch_error(self, runtime, tmp_path, muster_home):
         (tmp_path / "a-file").write_text("")
         pod = launch("nowd", Container("main", ("true",), working_dir=str(tmp_path / "a-file" / "sub")))
