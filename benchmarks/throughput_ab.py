@@ -6,8 +6,12 @@ with the CPU time the host gives to other guests (``/proc/stat``'s steal). This 
 at a time, on a fresh ``muster up``) for each checkout in turn, pair after pair, records the
 steal during each run, and sums each checkout up over the runs where the host took less than
 ``--quiet`` percent of the CPU: a change is judged on those, side by side, never on one run
-against an older one. A checkout goes first on its server's ``PYTHONPATH`` (as in
-``latency_side_by_side.py``), so the installed environment serves them all::
+against an older one. The order turns each pair (AB, BA, ...): the host can also slow steadily
+over a session with no steal shown (132 -> 106 jobs/s over eight runs of one code), which a
+fixed order would charge to the checkouts that run later. Each checkout's figure is then also
+the median, over the pairs, of its throughput over the first checkout's in the same pair. A
+checkout goes first on its server's ``PYTHONPATH`` (as in ``latency_side_by_side.py``), so the
+installed environment serves them all::
 
     git worktree add /tmp/base HEAD~3
     .venv/bin/python benchmarks/throughput_ab.py --tree base=/tmp/base --tree new=. \\
@@ -47,7 +51,8 @@ def main() -> None:
     runs: dict[str, list[Figures]] = {label: [] for label, _ in trees}
     try:
         for pair in range(args.pairs):
-            for label, root in trees:
+            turn = pair % len(trees)
+            for label, root in trees[turn:] + trees[:turn]:
                 figures = _run(args, root, postgres)
                 runs[label].append(figures)
                 shown = "   ".join(f"{name} {value:.1f}" for name, value in figures.items())
@@ -88,9 +93,21 @@ def _summary(args: argparse.Namespace, runs: dict[str, list[Figures]]) -> None:
             continue
         median = statistics.median(quiet[label])
         ratio = f", {median / base:.3f}x the first" if base else ""
-        print(
-            f"{label:<12} {median:.1f} jobs/s (median of {len(quiet[label])}{ratio}); all (stolen): {every}"
-        )
+        paired = _paired(args, runs[label], runs[next(iter(runs))])
+        print(f"{label:<12} {median:.1f} jobs/s (median of {len(quiet[label])}{ratio}{paired})")
+        print(f"{'':<12} all (stolen): {every}")
+
+
+def _paired(args: argparse.Namespace, figures: list[Figures], first: list[Figures]) -> str:
+    """The median over the pairs (both runs quiet) of ``figures``' throughput over ``first``'s."""
+    ratios = [
+        f[THROUGHPUT] / b[THROUGHPUT]
+        for f, b in zip(figures, first, strict=True)
+        if f[STOLEN] < args.quiet and b[STOLEN] < args.quiet and b[THROUGHPUT] > 0
+    ]
+    if not ratios or figures is first:
+        return ""
+    return f", pair by pair {statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})"
 
 
 if __name__ == "__main__":
