@@ -166,6 +166,7 @@ class LocalRuntime(
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, _WOKEN)
+        self._woken = False  # a byte is in the wake pipe (or a poll is returning for one)
         # Creating a pod's directories and removing a released one's (on the clean-up thread)
         # must not interleave: removal takes the emptied parents away.
         self._dirs = threading.Lock()
@@ -330,9 +331,9 @@ class LocalRuntime(
     def poll(self, timeout: float = 0.0) -> list[PodStatusChange]:
         self._check_open()
         _DETACHED[:] = [p for p in _DETACHED if p.poll() is None]
-        self._drain(0)
+        woken = self._drain(0)
         changes = self._sweep()
-        if changes or timeout <= 0:
+        if changes or timeout <= 0 or woken:  # a wake that came just before: no wait
             return changes
         self._drain(self._wait_time(timeout))
         return self._sweep()
@@ -421,6 +422,11 @@ class LocalRuntime(
         return self._virtual.specs()
 
     def wake(self) -> None:
+        # Once per poll: the manager's cache calls this for every object a pass writes, and
+        # each write to the pipe is a system call on the control plane's thread.
+        if self._woken:
+            return
+        self._woken = True
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"w")
 
@@ -512,13 +518,11 @@ class LocalRuntime(
             os.close(c.watch_fd)
             c.watch_fd = None
 
-    def _drain(self, timeout: float | None) -> None:
-        """Wait up to ``timeout`` for a watched descriptor, then note every one that fired."""
+    def _drain(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` for a watched descriptor, then note every one that fired;
+        whether :meth:`wake` was called."""
         self._watch_answers()
-        if not self._selector.get_map():
-            if timeout:
-                time.sleep(timeout)
-            return
+        woken = False
         for key, _ in self._selector.select(timeout):
             if key.data is _SPAWNED:  # the spawner finished starting shims
                 self._take_spawned(self._starter.collect())
@@ -527,6 +531,9 @@ class LocalRuntime(
                 with contextlib.suppress(BlockingIOError):
                     while os.read(self._wake_r, 4096):
                         pass
+                # Cleared after the read: a wake() in between wrote no byte, and this poll
+                # returns for it anyway.
+                self._woken, woken = False, True
                 continue
             c: ContainerRecord = key.data
             c.watch_fired = True
@@ -538,6 +545,7 @@ class LocalRuntime(
                 if data:
                     continue  # "started": the pipe stays open until the shim exits
             self._unwatch(c)  # the shim (or orphaned process) is gone: nothing more will come
+        return woken
 
     def _watch_answers(self) -> None:
         """Keep the zygote's socket in the selector (a zygote that died is replaced by another,

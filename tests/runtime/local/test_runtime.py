@@ -150,6 +150,28 @@ class TestExitStatus:
         assert [c.phase for c in changes] == [PodPhase.SUCCEEDED]
         assert time.monotonic() - t0 < 30  # woken by the shim's exit, not by the timeout
 
+    def test_a_wake_returns_a_poll_at_once_whenever_it_came(self, runtime):
+        import threading
+        import time
+
+        # Before the poll (many times over, as the manager's cache does for each write of a
+        # pass): the next poll returns at once, and only that one.
+        for _ in range(50):
+            runtime.wake()
+        t0 = time.monotonic()
+        assert runtime.poll(30) == []
+        assert time.monotonic() - t0 < 10
+        t0 = time.monotonic()
+        assert runtime.poll(0.3) == [] and time.monotonic() - t0 >= 0.25  # no wake left over
+        # During the poll's wait, from another thread; then again, so none is lost.
+        for _ in range(3):
+            timer = threading.Timer(0.2, runtime.wake)
+            timer.start()
+            t0 = time.monotonic()
+            assert runtime.poll(30) == []
+            assert time.monotonic() - t0 < 10
+            timer.join()
+
     def test_each_change_is_reported_once(self, runtime, watcher):
         pod = launch("once", Container("main", py("pass")))
         runtime.start(pod, DeviceBinding())
