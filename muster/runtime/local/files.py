@@ -65,11 +65,18 @@ def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object at ``path``, or None when the file does not exist (yet)."""
     if not os.path.exists(path):  # the common case on every poll: cheaper than a failed open
         return None
+    # Plain descriptor calls, as in write_json: open() adds a stat, a tty check and a seek.
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return json.loads(b"".join(chunks))
 
 
 class ContainerFiles:
