@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,13 +252,20 @@ class Context:
         assert self._batch is not None
         return self._batch
 
+    def prefetch(self, keys: Sequence[tuple[str, str, str | None]]) -> None:
+        """In a batch, read ``(kind, name, namespace)`` of objects about to be written whose kind
+        the cache does not hold (Events, UsageRecords) in a query or a few, rather than one
+        each as they are written (on PostgreSQL, a round trip each); outside one, nothing."""
+        if self._batching and keys:
+            self.writer()  # opens the batch
+            assert self._batch is not None
+            self._batch.prefetch(keys)
+
     def _store_events(self) -> None:
         events, self._events = self._events, []
         if not events:
             return
-        self.writer()  # events wait only in a batch: this opens it
-        assert self._batch is not None
-        self._batch.prefetch(
+        self.prefetch(
             [
                 ("Event", event_name(obj, spec.type, spec.reason, spec.message), event_namespace(obj))
                 for obj, spec in events

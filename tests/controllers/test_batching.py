@@ -13,6 +13,7 @@ from muster.store import Store
 from muster.store.sql import SqlBatch
 from muster.store.tx import Driver
 from tests.controllers.conftest import Harness, job
+from tests.store.test_batch import spy
 
 
 def test_a_pass_commits_once_with_everything_it_decided(harness: Harness, monkeypatch: pytest.MonkeyPatch):
@@ -154,18 +155,11 @@ def test_a_pass_reads_neither_what_the_cache_holds_nor_its_events_one_by_one(
     assert cache.caught_up(h.store.revision(), timeout=10)
     # However slow the follower is here, each transaction of the pass waits for it to catch up.
     monkeypatch.setattr(cache_module, "_REPLICA_WAIT", 10.0)
-    loads: list[str] = []
-    real = Driver.load
-
-    def counted(self: Driver, kind: str, name: str, namespace: str | None) -> object:
-        loads.append(kind)
-        return real(self, kind, name, namespace)
-
-    monkeypatch.setattr(Driver, "load", counted)
+    loads = spy(monkeypatch, Driver, "load")
     h.manager.run_once(h.rt.poll())
     assert sorted(h.rt.started) == [f"default/j{i}-worker-0" for i in range(4)]
     assert len(h.store.list("Event").items) >= 4 * 3  # created, admitted, pod started, ...
-    assert [kind for kind in loads if kind in cache.kinds or kind == "Event"] == []
+    assert [kind for kind, *_ in loads if kind in cache.kinds or kind == "Event"] == []
 
 
 def test_events_of_a_pass_that_was_rolled_back_are_not_written_by_the_next(harness: Harness):
@@ -180,3 +174,25 @@ def test_events_of_a_pass_that_was_rolled_back_are_not_written_by_the_next(harne
         ctx.event(a, EventSpec("Normal", "Kept", "recorded by a pass that committed"))
     reasons = {e["reason"] for e in h.store.list("Event").items}
     assert "Kept" in reasons and "Lost" not in reasons
+
+
+def test_the_usage_records_of_pods_started_in_one_pass_are_read_in_one_query(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+):
+    # A record's create must know whether it was written before; the cache holds no
+    # UsageRecords, so each was a read of its own (on PostgreSQL, a round trip).
+    h = harness
+    h.apply(*(job(f"u{i}", workers=1) for i in range(4)))
+    h.settle(lambda: len(h.rt.started) == 4)
+    loads = spy(monkeypatch, Driver, "load")
+    many = spy(monkeypatch, Driver, "load_many")
+    h.rt.run_all()
+    h.settle(lambda: len(_pod_records(h.store)) == 4)
+    assert [args for args in loads if args[0] == "UsageRecord"] == []
+    names = [n for kind, _ns, batch in many if kind == "UsageRecord" for n in batch]
+    assert sorted(names) == sorted(_pod_records(h.store))
+
+
+def _pod_records(store: Store) -> list[str]:
+    names = [r["metadata"]["name"] for r in store.list("UsageRecord").items]
+    return [n for n in names if n.startswith("pod-")]

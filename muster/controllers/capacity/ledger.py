@@ -97,6 +97,17 @@ class Ledger:
                     pods.append(current)
                 elif (rec := self._open.get(_pod_record(obj))) is not None:  # type: ignore[union-attr]
                     gone.append(rec)
+        # The records about to be made, read in one query (on PostgreSQL one round trip, not
+        # one each): a record's create must know whether it was written before.
+        self.ctx.prefetch(
+            [
+                ("UsageRecord", name, None)
+                for pod in pods
+                if (name := _pod_record(pod)) not in self._open  # type: ignore[operator]
+                and name not in self._ended
+                and (pod.get("status") or {}).get("startTime")
+            ]
+        )
         for pod in pods:
             self._pod(pod)
         for rec in gone:
