@@ -7,6 +7,7 @@ Paths are computed from ``home`` on access so a test that sets ``MUSTER_HOME`` (
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -109,6 +110,14 @@ class Settings(BaseSettings):
         default=True,
         description="Start container shims by forking one pre-loaded process (a zygote) instead of "
         "a Python interpreter per container (docs/runtime-local.md, 'The shim').",
+    )
+    pod_records: Literal["auto", "memory", "disk"] = Field(
+        default="auto",
+        description="Where the local runtime keeps its records of the pods it runs, which must "
+        "outlive the server's process but not the machine: 'memory' (a private directory under "
+        "/dev/shm), 'disk' (under the home), or 'auto': memory for root and system users, whose "
+        "/dev/shm files are not removed at logout, else disk (docs/runtime-local.md, 'Files and "
+        "re-adoption').",
     )
 
     @property

@@ -59,6 +59,7 @@ from muster.runtime.local.gpus import GpuSource, open_gpu_source
 from muster.runtime.local.launch import base_environment, plan_launch, spec_document
 from muster.runtime.local.memory import DEFAULT_RSS_INTERVAL, CgroupSupport, detect_cgroup, kill_cgroup
 from muster.runtime.local.node import apply_health, local_node, node_name
+from muster.runtime.local.records import place_records, release_records
 from muster.runtime.local.removal import Remover
 from muster.runtime.local.spawn import ShimStarter, Spawned
 from muster.runtime.local.spawner import ShimProcess, Spawner
@@ -139,12 +140,16 @@ class LocalRuntime(
         environ: Mapping[str, str] | None = None,
         zygote: bool | None = None,
         python: Path | None = None,
+        pod_records: str | None = None,
     ) -> None:
         self.home = Path(home) if home is not None else settings().home
         self._log_files = logfiles.LogFiles(self.home)
         self.dir = runtime_dir(self.home)
-        (self.dir / "pods").mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock(self.dir / "lock")
+        # In memory where it is safe (records.py): files made there cost the control plane's
+        # thread microseconds rather than a disk's milliseconds.
+        place_records(self.dir / "pods", self.home, pod_records or settings().pod_records)
         self.gpus: GpuSource = gpu_source or open_gpu_source(fake_gpus)
         self.node_name = node or node_name()
         self._reserved = dict(reserved or {})
@@ -387,6 +392,7 @@ class LocalRuntime(
         os.close(self._wake_w)
         self._spawner.close()
         self.gpus.close()
+        release_records(self.dir / "pods")
         os.close(self._lock_fd)
 
     # -- capabilities --------------------------------------------------------------------------

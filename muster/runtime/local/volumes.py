@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from muster.runtime.base import Container, LaunchError, PodRef, Volume
+from muster.runtime.local.records import SHM, private_dir, shm_root
 
 __all__ = [
     "MountedVolume",
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 _HOSTPATH_DIR_TYPES = ("", "Directory", "DirectoryOrCreate")
-SHM = Path("/dev/shm")
 
 
 @dataclass(frozen=True)
@@ -122,11 +122,15 @@ def plan_volumes(
         elif v.type == "emptyDir":
             directories[v.name] = root / "emptydir" / ref.uid / v.name
             if v.medium == "Memory":
-                if _writable(SHM):
-                    shm_dirs[v.name] = _shm_root() / ref.uid / v.name
+                # Private to this user: a directory another user made there could be read or
+                # filled by them.
+                shm = private_dir(shm_root()) if _writable(SHM) else None
+                if shm is not None:
+                    shm_dirs[v.name] = shm / ref.uid / v.name
                 else:
                     warnings.append(
-                        f"volume {v.name!r}: {SHM} is not writable here, so the Memory medium is on disk"
+                        f"volume {v.name!r}: {SHM} is not writable here (or {shm_root()} is not a "
+                        "private directory of this user), so the Memory medium is on disk"
                     )
             elif v.medium:
                 raise LaunchError(f"{path}.emptyDir.medium", f"must be '' or 'Memory', got {v.medium!r}")
@@ -189,7 +193,7 @@ def make_links(mounts: Sequence[MountedVolume]) -> list[str]:
 def pod_volume_dirs(home: Path, uid: str) -> tuple[Path, ...]:
     """The per-pod directories (that may exist): emptyDirs (disk and tmpfs) and default
     working directories."""
-    return (home / "volumes" / "emptydir" / uid, home / "volumes" / "workdir" / uid, _shm_root() / uid)
+    return (home / "volumes" / "emptydir" / uid, home / "volumes" / "workdir" / uid, shm_root() / uid)
 
 
 def remove_pod_volumes(home: Path, uid: str) -> None:
@@ -207,10 +211,6 @@ def _link_for(mount_path: str, working_dir: Path) -> Path | None:
     except ValueError:
         return None
     return working_dir / rel if str(rel) != "." else None
-
-
-def _shm_root() -> Path:
-    return SHM / f"muster-{os.getuid()}"
 
 
 def _writable(path: Path) -> bool:
