@@ -172,8 +172,8 @@ class LocalRuntime(
         os.set_blocking(self._wake_w, False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, _WOKEN)
         self._woken = False  # a byte is in the wake pipe (or a poll is returning for one)
-        # Creating a pod's directories and removing a released one's (on the clean-up thread)
-        # must not interleave: removal takes the emptied parents away.
+        # Creating a pod's directories and removing a released one's parents (on the remover's
+        # thread) must not interleave: removal takes the emptied parents away.
         self._dirs = threading.Lock()
         self._closed = False
         self._virtual = VirtualNodes(self.dir / "nodes")
@@ -363,11 +363,16 @@ class LocalRuntime(
         del self._pods[pod.uid]
         # The files go by the remover's thread: the pod is forgotten already, and a runtime
         # restarted before they are gone re-adopts it as final, to be released again.
+        # A cgroup is left behind only when the shim died before cleaning up.
         cgroups = [(Path(c.cgroup), c.cgroup_version) for c in record.containers if c.cgroup]
+
+        def kill_cgroups() -> None:
+            for path, version in cgroups:
+                kill_cgroup(path, version)
+
         self._remover.remove(
             [*pod_volume_dirs(self.home, record.ref.uid), record.dir],
-            # left behind only when the shim died before cleaning up
-            before=(lambda: [kill_cgroup(*cg) for cg in cgroups]) if cgroups else None,
+            before=kill_cgroups if cgroups else None,
             after=lambda: self._remove_parents(record.dir),
         )
 
