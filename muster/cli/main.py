@@ -37,9 +37,26 @@ def run() -> int:
         app()
     except SystemExit as exc:
         return _status(exc.code)
+    except Exception as exc:
+        if not _bad_setting(exc):
+            raise
+        return 2  # EXIT_BAD_INPUT (not imported: every call would pay for it)
     finally:
         gc.enable()  # a call that stopped before the verb's code (--help, a bad option)
     return 0
+
+
+def _bad_setting(exc: Exception) -> bool:
+    """Print what is wrong with the ``MUSTER_*`` settings ``exc`` complains of (a validation
+    error of :class:`muster.config.Settings`), naming each variable; False for other errors."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or exc.title != "Settings":
+        return False
+    for error in exc.errors():
+        name = "MUSTER_" + "_".join(str(part) for part in error["loc"]).upper()
+        print(f"muster: {name}={error['input']!r}: {error['msg']}; set it right or unset it", file=sys.stderr)
+    return True
 
 
 def exit_now(status: int) -> None:

@@ -136,5 +136,10 @@ def test_the_console_script_flushes_and_keeps_exit_statuses(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     down = call("get", "tj", "--server", url)
     assert down.returncode == 1 and f"no Muster server at {url}" in down.stderr
+    env["MUSTER_POD_RECORDS"] = "bogus"  # a bad setting: named, with what it may be, no traceback
+    bad = call("up", "--fake-gpus", "1", "--port", str(free_port()))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "muster: MUSTER_POD_RECORDS='bogus': Input should be 'auto', 'memory' or 'disk'" in bad.stderr
+    del env["MUSTER_POD_RECORDS"]
     helped = call("get", "--help")  # long output, written by rich: all of it arrives
     assert helped.returncode == 0 and "--sort-by" in helped.stdout and helped.stdout.endswith("\n")
