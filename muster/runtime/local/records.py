@@ -51,7 +51,8 @@ def shm_root() -> Path:
 
 def private_dir(path: Path) -> Path | None:
     """``path``, made if missing (mode 0700), when it is a real directory of this user that no
-    one else can write; None otherwise (or when it cannot be made)."""
+    one else can write and this process can (not on a read-only mount); None otherwise (or
+    when it cannot be made)."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -64,7 +65,7 @@ def private_dir(path: Path) -> Path | None:
         return None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
         return None
-    return path
+    return path if os.access(path, os.W_OK | os.X_OK) else None
 
 
 def place_records(link: Path, home: Path, mode: str) -> Path:

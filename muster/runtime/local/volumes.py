@@ -124,7 +124,7 @@ def plan_volumes(
             if v.medium == "Memory":
                 # Private to this user: a directory another user made there could be read or
                 # filled by them.
-                shm = private_dir(shm_root()) if _writable(SHM) else None
+                shm = private_dir(shm_root())
                 if shm is not None:
                     shm_dirs[v.name] = shm / ref.uid / v.name
                 else:
@@ -211,10 +211,6 @@ def _link_for(mount_path: str, working_dir: Path) -> Path | None:
     except ValueError:
         return None
     return working_dir / rel if str(rel) != "." else None
-
-
-def _writable(path: Path) -> bool:
-    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
 
 
 def _check_segment(value: str, path: str) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from muster.runtime.base import Container, DeviceBinding, LaunchError, PodPhase, Volume, VolumeMount
-from muster.runtime.local import volumes as volumes_module
+from muster.runtime.local import records as records_module
+from muster.runtime.local.records import private_dir, shm_root
 from muster.runtime.local.volumes import volume_env_name
 from muster.testing import wait_for
 from tests.runtime.local.conftest import launch, py, run_pod
@@ -67,7 +68,7 @@ class TestVolumeKinds:
         )
 
     def test_memory_medium_lives_on_dev_shm_and_is_linked_from_the_volume_area(self, runtime, muster_home):
-        if not volumes_module._writable(volumes_module.SHM):
+        if private_dir(shm_root()) is None:
             pytest.skip("/dev/shm is not writable here: the Memory medium falls back to disk (tested below)")
         out = _probe(
             runtime,
@@ -85,7 +86,7 @@ class TestVolumeKinds:
     def test_memory_medium_falls_back_to_disk_with_a_warning(
         self, runtime, muster_home, monkeypatch, tmp_path
     ):
-        monkeypatch.setattr(volumes_module, "SHM", tmp_path / "no-shm")
+        monkeypatch.setattr(records_module, "SHM", tmp_path / "no-shm")
         pod = launch(
             "noshm",
             Container("main", ("true",), volume_mounts=(VolumeMount("fast", "/x"),)),
